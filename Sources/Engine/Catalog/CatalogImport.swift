@@ -1,0 +1,82 @@
+import Foundation
+
+/// Reads an impulse catalog in the `items` format of the original API, plus `lifeArea` (and `series`,
+/// `seriesPosition` for impulses with `single: false`).
+///
+/// The whole file is validated before anything is written: one bad item rejects the import with its index.
+public enum CatalogImport {
+    struct File: Decodable {
+        var items: [Item]
+    }
+
+    struct Item: Decodable {
+        var workingID: String
+        var language: String
+        var title: String
+        var descriptionShort: String
+        var description: String
+        var duration: Int
+        var action: String
+        var single: Bool
+        var imageURLs: [String]?
+        var videoURL: String?
+        var webURL: String?
+        var lifeArea: String
+        var series: String?
+        var seriesPosition: Int?
+    }
+
+    public static func parse(_ data: Data, tenant: TenantID) throws(EngineError) -> [Impulse] {
+        let file: File
+        do {
+            file = try JSONDecoder().decode(File.self, from: data)
+        } catch let error as DecodingError {
+            throw EngineError(.invalidInput, "catalog is not valid: \(describe(error))")
+        } catch {
+            throw EngineError(.invalidInput, "catalog is not valid JSON")
+        }
+        var seen = Set<String>()
+        var impulses: [Impulse] = []
+        for (index, item) in file.items.enumerated() {
+            do throws(EngineError) {
+                guard seen.insert(item.workingID).inserted else {
+                    throw EngineError(.invalidInput, "workingID '\(item.workingID)' appears twice")
+                }
+                guard let area = LifeArea(rawValue: item.lifeArea) else {
+                    let names = LifeArea.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw EngineError(.invalidInput, "lifeArea '\(item.lifeArea.prefix(40))' is not one of \(names)")
+                }
+                guard let action = ImpulseAction(rawValue: item.action.lowercased()) else {
+                    throw EngineError(.invalidInput, "action must be 'read' or 'do'")
+                }
+                impulses.append(
+                    try Impulse(
+                        tenant: tenant, id: ImpulseID(item.workingID), language: item.language, title: item.title,
+                        descriptionShort: item.descriptionShort, description: item.description,
+                        durationMinutes: item.duration, action: action, single: item.single,
+                        imageURLs: item.imageURLs ?? [], videoURL: item.videoURL, webURL: item.webURL, lifeArea: area,
+                        series: item.series, seriesPosition: item.seriesPosition
+                    )
+                )
+            } catch {
+                throw EngineError(.invalidInput, "item \(index): \(error.message)")
+            }
+        }
+        return impulses
+    }
+
+    /// A decoding error's path and kind, without echoing the input.
+    public static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let text = context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+            return text.isEmpty ? "the document" : text
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "\(path(context)): missing member '\(key.stringValue)'"
+        case .typeMismatch(let type, let context): return "\(path(context)): expected \(type)"
+        case .valueNotFound(let type, let context): return "\(path(context)): expected \(type), found null"
+        case .dataCorrupted(let context): return "\(path(context)): malformed (\(context.debugDescription.prefix(80)))"
+        @unknown default: return "malformed"
+        }
+    }
+}

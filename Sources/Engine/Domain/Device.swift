@@ -1,0 +1,42 @@
+import Foundation
+
+/// Which APNs environment a token was issued for.
+public enum APNsEnvironment: String, Sendable, Codable, CaseIterable {
+    case production, sandbox
+}
+
+/// A device token with its one owner.
+public struct Device: Sendable, Equatable {
+    public var tenant: TenantID
+    public var topic: String
+    public var token: DeviceToken
+    public var owner: UserID
+    public var name: String
+    public var environment: APNsEnvironment
+    /// Refreshed on every registration: APNs' 410 timestamp is compared with it.
+    public var registeredAt: Date
+
+    public init(
+        tenant: TenantID, topic: String, token: DeviceToken, owner: UserID, name: String,
+        environment: APNsEnvironment, registeredAt: Date
+    ) throws(EngineError) {
+        guard name.count <= 200 else { throw EngineError(.invalidInput, "device name must be at most 200 characters") }
+        self.tenant = tenant
+        self.topic = topic
+        self.token = token
+        self.owner = owner
+        self.name = name
+        self.environment = environment
+        self.registeredAt = registeredAt
+    }
+}
+
+/// What a registration did.
+public enum DeviceRegistration: Sendable, Equatable {
+    /// The token was new.
+    case created
+    /// The token was already this user's; name, environment and timestamp were refreshed.
+    case refreshed
+    /// The token belonged to another user of the tenant and now belongs to this one.
+    case moved(from: UserID)
+}

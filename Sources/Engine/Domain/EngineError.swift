@@ -1,0 +1,23 @@
+/// The error every Engine component throws. Codes can grow; descriptions never contain secrets.
+public struct EngineError: Error, Sendable, CustomStringConvertible, Equatable {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        public static let invalidInput = Code(name: "invalid-input")
+        public static let notFound = Code(name: "not-found")
+        public static let unknownTenant = Code(name: "unknown-tenant")
+        public static let conflict = Code(name: "conflict")
+        public static let storage = Code(name: "storage")
+        public var description: String { name }
+    }
+
+    public let code: Code
+    /// A message safe to show to a client and to log: no passwords, tokens or SQL.
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}

@@ -1,0 +1,86 @@
+/// A tenant's identifier: a lower-case slug that also appears in URL paths (`/t/{tenant}/`).
+public struct TenantID: Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
+    public let rawValue: String
+
+    /// Validates the slug: 1-63 characters of `a-z`, `0-9` and `-`, not starting with `-`.
+    public init(_ rawValue: String) throws(EngineError) {
+        guard Self.isValid(rawValue) else {
+            throw EngineError(.invalidInput, "tenant id must be 1-63 characters of a-z, 0-9 and '-'")
+        }
+        self.rawValue = rawValue
+    }
+
+    init(trusted rawValue: String) { self.rawValue = rawValue }
+
+    public static func isValid(_ value: String) -> Bool {
+        guard (1...63).contains(value.utf8.count), value.utf8.first != UInt8(ascii: "-") else { return false }
+        return value.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+    }
+
+    public var description: String { rawValue }
+    public static func < (lhs: TenantID, rhs: TenantID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer().decode(String.self)
+        self = try TenantID(value)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// A user's store-wide numeric identifier. Usernames are only unique within a tenant.
+public struct UserID: Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: Int64
+    public init(_ rawValue: Int64) { self.rawValue = rawValue }
+    public var description: String { String(rawValue) }
+}
+
+/// An impulse's identifier (`workingID` in the original API), unique within a tenant's catalog.
+public struct ImpulseID: Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(_ rawValue: String) throws(EngineError) {
+        guard (1...128).contains(rawValue.utf8.count), !rawValue.contains(where: { $0.isNewline || $0 == "/" }) else {
+            throw EngineError(.invalidInput, "impulse id must be 1-128 characters without '/' or line breaks")
+        }
+        self.rawValue = rawValue
+    }
+
+    init(trusted rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+}
+
+/// A delivery's store-wide sequence number; later deliveries have larger numbers.
+public struct DeliveryID: Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
+    public let rawValue: Int64
+    public init(_ rawValue: Int64) { self.rawValue = rawValue }
+    public var description: String { String(rawValue) }
+    public static func < (lhs: DeliveryID, rhs: DeliveryID) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// An APNs device token: an even number of hex digits, kept lower-case.
+///
+/// Its `description` is redacted so that a token never reaches a log line by accident;
+/// use ``rawValue`` only where the full token is needed (the store and the push transport).
+public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(_ text: String) throws(EngineError) {
+        let bytes = text.utf8
+        let isHex = bytes.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) }
+        // APNs tokens are 32 bytes today; Apple documents them as variable length, so accept 8-200 bytes.
+        guard isHex, bytes.count % 2 == 0, (16...400).contains(bytes.count) else {
+            throw EngineError(.invalidInput, "device token must be an even number (16-400) of hex digits")
+        }
+        self.rawValue = text.lowercased()
+    }
+
+    init(trusted rawValue: String) { self.rawValue = rawValue }
+
+    /// The first and last four digits only.
+    public var redacted: String { "\(rawValue.prefix(4))…\(rawValue.suffix(4))" }
+    public var description: String { redacted }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// A page of a user's deliveries.
+public struct LedgerPage: Sendable {
+    /// Newest first.
+    public var items: [DeliveredImpulse]
+    public var unreadCount: Int
+}
+
+/// The per-user delivery ledger, sharded so that users never contend with each other.
+///
+/// Assignments are written before anything is pushed; fetched and read marks go through group commit.
+/// Hot reads (the first page, the unread count) are answered from the shard's memory.
+public final class DeliveryLedger: Sendable {
+    private let store: any BrokerStore
+    private let shards: [LedgerShard]
+
+    public init(store: any BrokerStore, configuration: LedgerConfiguration = .init()) {
+        self.store = store
+        let writer = MarkWriter(store: store)
+        self.shards = (0..<configuration.shardCount).map { _ in
+            LedgerShard(store: store, writer: writer, configuration: configuration)
+        }
+    }
+
+    private func shard(_ user: UserID) -> LedgerShard {
+        shards[Int(UInt64(bitPattern: user.rawValue) % UInt64(shards.count))]
+    }
+
+    /// Records assignments durably in one transaction and returns the rows that were new.
+    public func assign(_ deliveries: [NewDelivery]) async throws -> [Delivery] {
+        let recorded = try await store.recordDeliveries(deliveries)
+        let byUser = Dictionary(grouping: recorded, by: \.user)
+        for (user, rows) in byUser {
+            try await shard(user).recorded(rows, user: user)
+        }
+        return recorded
+    }
+
+    /// A page of the user's deliveries, newest first, optionally marking the returned ones fetched.
+    public func page(
+        tenant: TenantID, user: UserID, after: DeliveryID? = nil, before: DeliveryID? = nil, limit: Int,
+        markFetchedAt: Date? = nil
+    ) async throws -> LedgerPage {
+        let (items, unread) = try await shard(user).page(
+            tenant: tenant, user: user, after: after, before: before, limit: limit, markFetched: markFetchedAt
+        )
+        return LedgerPage(items: items, unreadCount: unread)
+    }
+
+    /// The user's newest delivery of an impulse, marked fetched (or read) at `now` when `mark` is set.
+    public func item(
+        tenant: TenantID, user: UserID, impulse: ImpulseID, mark: DeliveryMark.Kind? = nil, at now: Date = Date()
+    ) async throws -> DeliveredImpulse? {
+        try await shard(user).item(tenant: tenant, user: user, impulse: impulse, mark: mark, at: now)
+    }
+
+    public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
+        try await shard(user).unreadCount(tenant: tenant, user: user)
+    }
+
+    public func clear(tenant: TenantID, user: UserID) async throws -> Int {
+        let removed = try await store.clearDeliveries(tenant: tenant, user: user)
+        await shard(user).invalidate(user: user)
+        return removed
+    }
+
+    /// Applies a change another process made (the store's change feed).
+    public func apply(_ change: StoreChange) async {
+        switch change.subject {
+        case .ledger(let user): await shard(user).invalidate(user: user)
+        case .catalog: for shard in shards { await shard.invalidate(tenant: change.tenant) }
+        case .credentials, .profile: break
+        }
+    }
+
+    /// Users held in memory across all shards (for inspection and tests of the memory bound).
+    public func cachedUserCount() async -> Int {
+        var total = 0
+        for shard in shards { total += await shard.cachedUserCount }
+        return total
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+/// One shard of the delivery ledger: the hot state of the users that hash to it.
+///
+/// Re-entrant like every actor: state is re-read after each `await`, and a load in progress is shared by
+/// concurrent callers instead of being repeated.
+actor LedgerShard {
+    private let store: any BrokerStore
+    private let writer: MarkWriter
+    private let configuration: LedgerConfiguration
+    private var users: [UserID: UserLedger] = [:]
+    private var loading: [UserID: Task<UserLedger, any Error>] = [:]
+    /// Bumped by invalidation, so a load that started before it is not cached.
+    private var generation: [UserID: UInt64] = [:]
+    private var useCounter: UInt64 = 0
+
+    init(store: any BrokerStore, writer: MarkWriter, configuration: LedgerConfiguration) {
+        self.store = store
+        self.writer = writer
+        self.configuration = configuration
+    }
+
+    var cachedUserCount: Int { users.count }
+
+    func page(tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int, markFetched: Date?)
+        async throws -> (items: [DeliveredImpulse], unreadCount: Int)
+    {
+        var ledger = try await load(tenant: tenant, user: user)
+        var items: [DeliveredImpulse]
+        if before == nil, let hot = ledger.page(after: after, limit: limit) {
+            items = hot
+        } else {
+            items = try await store.deliveredImpulses(tenant: tenant, user: user, after: after, before: before, limit: limit)
+        }
+        if let now = markFetched {
+            let marks = items.filter { $0.delivery.fetchedAt == nil }.map {
+                DeliveryMark(tenant: tenant, delivery: $0.delivery.id, kind: .fetched, at: now)
+            }
+            if !marks.isEmpty {
+                try await writer.write(marks)
+                items = items.map { item in
+                    var item = item
+                    if item.delivery.fetchedAt == nil { item.delivery.fetchedAt = now }
+                    return item
+                }
+                users[user]?.apply(marks)
+            }
+        }
+        ledger = users[user] ?? ledger
+        return (items, ledger.unreadCount)
+    }
+
+    func item(tenant: TenantID, user: UserID, impulse: ImpulseID, mark: DeliveryMark.Kind?, at now: Date)
+        async throws -> DeliveredImpulse?
+    {
+        let ledger = try await load(tenant: tenant, user: user)
+        var found: DeliveredImpulse?
+        if ledger.knowsNewest(impulse) {
+            found = ledger.item(impulse)
+        } else {
+            found = try await store.deliveredImpulse(tenant: tenant, user: user, impulse: impulse)
+        }
+        guard var item = found, let kind = mark else { return found }
+        let needed = kind == .read ? item.delivery.readAt == nil : item.delivery.fetchedAt == nil
+        guard needed else { return item }
+        let delivery = DeliveryMark(tenant: tenant, delivery: item.delivery.id, kind: kind, at: now)
+        try await writer.write([delivery])
+        if kind == .read {
+            item.delivery.readAt = now
+            if users[user]?.item(impulse)?.delivery.id != item.delivery.id {
+                let count = try await store.unreadCount(tenant: tenant, user: user)
+                users[user]?.reset(unreadCount: count)
+            }
+        }
+        if item.delivery.fetchedAt == nil { item.delivery.fetchedAt = now }
+        users[user]?.apply([delivery])
+        return item
+    }
+
+    func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
+        try await load(tenant: tenant, user: user).unreadCount
+    }
+
+    /// Adds freshly recorded deliveries to a cached user; an uncached user loads them from the store later.
+    func recorded(_ deliveries: [Delivery], user: UserID) async throws {
+        guard users[user] != nil else { return }
+        var items: [DeliveredImpulse] = []
+        for delivery in deliveries {
+            guard let impulse = try await store.impulse(tenant: delivery.tenant, id: delivery.impulse) else { continue }
+            items.append(DeliveredImpulse(delivery: delivery, impulse: impulse))
+        }
+        guard users[user] != nil else { return }
+        users[user]?.insert(items)
+    }
+
+    /// Drops a user's hot state (another process changed it); the next access reloads from the store.
+    func invalidate(user: UserID) {
+        users[user] = nil
+        generation[user, default: 0] &+= 1
+    }
+
+    func invalidate(tenant: TenantID) {
+        for (user, ledger) in users where ledger.tenant == tenant {
+            invalidate(user: user)
+        }
+    }
+
+    private func load(tenant: TenantID, user: UserID) async throws -> UserLedger {
+        useCounter &+= 1
+        if let cached = users[user] {
+            users[user]?.lastUsed = useCounter
+            guard cached.tenant == tenant else { throw EngineError(.notFound, "no such user") }
+            return cached
+        }
+        if let running = loading[user] { return try await running.value }
+        let startGeneration = generation[user, default: 0]
+        let capacity = configuration.hotItemsPerUser
+        let store = self.store
+        let task = Task {
+            async let recent = store.deliveredImpulses(tenant: tenant, user: user, after: nil, before: nil, limit: capacity + 1)
+            async let unread = store.unreadCount(tenant: tenant, user: user)
+            let items = try await recent
+            return UserLedger(
+                tenant: tenant, recent: items, complete: items.count <= capacity, unreadCount: try await unread, capacity: capacity,
+                lastUsed: 0
+            )
+        }
+        loading[user] = task
+        defer { loading[user] = nil }
+        var ledger = try await task.value
+        ledger.lastUsed = useCounter
+        if generation[user, default: 0] == startGeneration, users[user] == nil {
+            users[user] = ledger
+            evictIfNeeded()
+        }
+        return users[user] ?? ledger
+    }
+
+    /// Drops the least recently used tenth when over capacity: amortised O(1) per access.
+    private func evictIfNeeded() {
+        guard users.count > configuration.cachedUsersPerShard else { return }
+        let victims = users.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(max(1, users.count / 10))
+        for (user, _) in victims { users[user] = nil }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import Logging
+
+/// The device token registry: one owner per token within a tenant and topic.
+///
+/// Registration is atomic in the store (the token moves from its previous owner in the same transaction),
+/// so the invariant holds across processes and nodes; the actor orders this process's changes and logs them.
+public actor TokenRegistry {
+    private let store: any BrokerStore
+    private let logger: Logger
+
+    public init(store: any BrokerStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Makes `user` the one owner of `token` and refreshes its registration time.
+    @discardableResult
+    public func register(
+        tenant: Tenant, user: UserID, token: DeviceToken, name: String, environment: APNsEnvironment, at now: Date = Date()
+    ) async throws -> DeviceRegistration {
+        let device = try Device(
+            tenant: tenant.id, topic: tenant.apnsTopic, token: token, owner: user, name: name, environment: environment,
+            registeredAt: now
+        )
+        let outcome = try await store.registerDevice(device)
+        var metadata: Logger.Metadata = ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]
+        switch outcome {
+        case .created:
+            logger.info("device registered", metadata: metadata)
+        case .refreshed:
+            logger.debug("device registration refreshed", metadata: metadata)
+        case .moved(let previous):
+            metadata["device.previous_owner"] = "\(previous)"
+            logger.info("device moved to a new owner", metadata: metadata)
+        }
+        return outcome
+    }
+
+    /// Removes the token if `user` owns it; answers whether anything was removed.
+    @discardableResult
+    public func unregister(tenant: Tenant, user: UserID, token: DeviceToken) async throws -> Bool {
+        let removed = try await store.unregisterDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token, owner: user)
+        if removed {
+            logger.info(
+                "device unregistered", metadata: ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]
+            )
+        }
+        return removed
+    }
+
+    public func devices(tenant: Tenant, user: UserID) async throws -> [Device] {
+        try await store.devices(tenant: tenant.id, owner: user)
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// The durable state of the broker. Implemented by ``SQLiteStore`` and, for scale-out, a PostgreSQL adapter.
+///
+/// Every method that reads or writes tenant data takes the tenant, and implementations must scope every
+/// statement by it: nothing of one tenant is visible to, or changeable by, another.
+/// Multi-row writes are atomic: a method either applies completely or throws and changes nothing.
+public protocol BrokerStore: Sendable {
+    // MARK: Change feed
+    /// Identifies this process in the change feed, so that it can skip its own changes.
+    var nodeID: String { get }
+    /// Changes that other processes' caches must see (credentials, catalog, ledger), oldest first, at most `limit`.
+    func changes(after sequence: Int64, limit: Int) async throws -> [StoreChange]
+    /// The newest change's sequence (0 when there is none).
+    func latestChangeSequence() async throws -> Int64
+    /// Forgets changes older than `date`; returns how many.
+    func pruneChanges(before date: Date) async throws -> Int
+
+    // MARK: Tenants
+    func createTenant(_ tenant: Tenant) async throws
+    func tenant(_ id: TenantID) async throws -> Tenant?
+    func tenants() async throws -> [Tenant]
+
+    // MARK: Users
+    func createUser(_ user: NewUser) async throws -> User
+    func user(tenant: TenantID, username: String) async throws -> User?
+    func user(tenant: TenantID, id: UserID) async throws -> User?
+    func users(tenant: TenantID) async throws -> [User]
+    /// Replaces the password hash. Returns false if there is no such user.
+    func setPassword(tenant: TenantID, username: String, passwordHash: String) async throws -> Bool
+    /// Enables or disables the user. Returns false if there is no such user.
+    func setEnabled(tenant: TenantID, username: String, enabled: Bool) async throws -> Bool
+    func setPreferences(tenant: TenantID, user: UserID, language: String?, preferences: DeliveryPreferences) async throws
+    func setLifeAreas(tenant: TenantID, user: UserID, scores: LifeAreaScores) async throws
+
+    // MARK: Catalog
+    /// Inserts or replaces impulses of one tenant in one transaction; returns how many were new.
+    func importImpulses(_ impulses: [Impulse], tenant: TenantID) async throws -> (inserted: Int, updated: Int)
+    func impulses(tenant: TenantID) async throws -> [Impulse]
+    func impulse(tenant: TenantID, id: ImpulseID) async throws -> Impulse?
+
+    // MARK: Devices
+    /// Makes `device.owner` the one owner of the token within its tenant and topic, atomically.
+    func registerDevice(_ device: Device) async throws -> DeviceRegistration
+    /// Removes the token if `owner` owns it. Returns whether a row was removed.
+    func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool
+    func devices(tenant: TenantID, owner: UserID) async throws -> [Device]
+    func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device?
+
+    // MARK: Deliveries
+    /// Records assignments in one transaction. A scheduled delivery for a (user, local date) that already
+    /// exists is not inserted again; the result holds only the rows that were inserted.
+    func recordDeliveries(_ deliveries: [NewDelivery]) async throws -> [Delivery]
+    /// A user's deliveries, newest first: those with `id > after` and `id < before`, at most `limit`.
+    func deliveredImpulses(
+        tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int
+    ) async throws -> [DeliveredImpulse]
+    /// The user's newest delivery of one impulse.
+    func deliveredImpulse(tenant: TenantID, user: UserID, impulse: ImpulseID) async throws -> DeliveredImpulse?
+    func unreadCount(tenant: TenantID, user: UserID) async throws -> Int
+    /// Applies fetched/read marks in one transaction; a mark never overwrites an earlier timestamp.
+    func applyMarks(_ marks: [DeliveryMark]) async throws
+    /// Deletes all deliveries of a user; returns how many.
+    func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int
+}

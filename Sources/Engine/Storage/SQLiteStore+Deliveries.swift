@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+
+extension SQLiteStore {
+    public func recordDeliveries(_ deliveries: [NewDelivery]) async throws -> [Delivery] {
+        try await write { db in
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at)
+                    SELECT ?, id, ?, ?, ?, ? FROM users WHERE id = ? AND tenant_id = ?
+                    ON CONFLICT DO NOTHING
+                    """
+            )
+            var recorded: [Delivery] = []
+            for new in deliveries {
+                try insert.execute(arguments: [
+                    new.tenant.rawValue, new.impulse.rawValue, new.kind.rawValue, new.localDate,
+                    new.assignedAt.unixSeconds, new.user.rawValue, new.tenant.rawValue,
+                ])
+                guard db.changesCount > 0 else { continue }
+                try self.logChange(db, tenant: new.tenant, subject: .ledger(new.user))
+                recorded.append(
+                    Delivery(
+                        id: DeliveryID(db.lastInsertedRowID), tenant: new.tenant, user: new.user, impulse: new.impulse,
+                        kind: new.kind, localDate: new.localDate, assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
+                    )
+                )
+            }
+            return recorded
+        }
+    }
+
+    public func deliveredImpulses(
+        tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int
+    ) async throws -> [DeliveredImpulse] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: Self.deliveredImpulseSelect + """
+                     WHERE d.tenant_id = ? AND d.user_id = ? AND d.id > ? AND d.id < ?
+                     ORDER BY d.id DESC LIMIT ?
+                    """,
+                arguments: [
+                    tenant.rawValue, user.rawValue, after?.rawValue ?? 0, before?.rawValue ?? Int64.max, max(0, limit),
+                ]
+            ).map(Self.deliveredImpulse(from:))
+        }
+    }
+
+    public func deliveredImpulse(tenant: TenantID, user: UserID, impulse: ImpulseID) async throws -> DeliveredImpulse? {
+        try await read { db in
+            try Row.fetchOne(
+                db,
+                sql: Self.deliveredImpulseSelect + """
+                     WHERE d.tenant_id = ? AND d.user_id = ? AND d.impulse_id = ? ORDER BY d.id DESC LIMIT 1
+                    """,
+                arguments: [tenant.rawValue, user.rawValue, impulse.rawValue]
+            ).map(Self.deliveredImpulse(from:))
+        }
+    }
+
+    public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
+        try await read { db in
+            try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM deliveries WHERE user_id = ? AND tenant_id = ? AND read_at IS NULL",
+                arguments: [user.rawValue, tenant.rawValue]
+            ) ?? 0
+        }
+    }
+
+    public func applyMarks(_ marks: [DeliveryMark]) async throws {
+        guard !marks.isEmpty else { return }
+        try await write { db in
+            let fetched = try db.cachedStatement(
+                sql: "UPDATE deliveries SET fetched_at = ? WHERE id = ? AND tenant_id = ? AND fetched_at IS NULL"
+            )
+            let read = try db.cachedStatement(
+                sql: """
+                    UPDATE deliveries SET read_at = ?, fetched_at = COALESCE(fetched_at, ?)
+                    WHERE id = ? AND tenant_id = ? AND read_at IS NULL
+                    """
+            )
+            let owner = try db.cachedStatement(sql: "SELECT user_id FROM deliveries WHERE id = ?")
+            for mark in marks {
+                let at = mark.at.unixSeconds
+                switch mark.kind {
+                case .fetched: try fetched.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
+                case .read:
+                    try read.execute(arguments: [at, at, mark.delivery.rawValue, mark.tenant.rawValue])
+                    if db.changesCount > 0, let user = try Int64.fetchOne(owner, arguments: [mark.delivery.rawValue]) {
+                        try self.logChange(db, tenant: mark.tenant, subject: .ledger(UserID(user)))
+                    }
+                }
+            }
+        }
+    }
+
+    public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM deliveries WHERE tenant_id = ? AND user_id = ?", arguments: [tenant.rawValue, user.rawValue]
+            )
+            let count = db.changesCount
+            try self.logChange(db, tenant: tenant, subject: .ledger(user))
+            return count
+        }
+    }
+
+    static let deliveredImpulseSelect = """
+        SELECT d.id AS d_id, d.tenant_id AS d_tenant_id, d.user_id, d.impulse_id, d.kind, d.local_date, d.assigned_at,
+            d.pushed_at, d.apns_id, d.fetched_at, d.read_at, i.*
+        FROM deliveries d JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
+        """
+
+    static func deliveredImpulse(from row: Row) throws -> DeliveredImpulse {
+        let kind: String = row["kind"]
+        let pushedAt: Double? = row["pushed_at"]
+        let fetchedAt: Double? = row["fetched_at"]
+        let readAt: Double? = row["read_at"]
+        let delivery = Delivery(
+            id: DeliveryID(row["d_id"]), tenant: TenantID(trusted: row["d_tenant_id"]), user: UserID(row["user_id"]),
+            impulse: ImpulseID(trusted: row["impulse_id"]), kind: DeliveryKind(rawValue: kind) ?? .manual,
+            localDate: row["local_date"], assignedAt: Date(unixSeconds: row["assigned_at"]),
+            pushedAt: pushedAt.map(Date.init(unixSeconds:)), apnsID: row["apns_id"],
+            fetchedAt: fetchedAt.map(Date.init(unixSeconds:)), readAt: readAt.map(Date.init(unixSeconds:))
+        )
+        return DeliveredImpulse(delivery: delivery, impulse: try impulse(from: row))
+    }
+}

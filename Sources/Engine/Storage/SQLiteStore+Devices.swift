@@ -1,0 +1,75 @@
+import Foundation
+import GRDB
+
+extension SQLiteStore {
+    public func registerDevice(_ device: Device) async throws -> DeviceRegistration {
+        try await write { db in
+            // The owner must be a user of the same tenant: a foreign key alone would accept another tenant's user.
+            guard
+                try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM users WHERE id = ? AND tenant_id = ?",
+                    arguments: [device.owner.rawValue, device.tenant.rawValue]
+                ) != nil
+            else { throw EngineError(.notFound, "no such user") }
+            let previous = try Int64.fetchOne(
+                db, sql: "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
+                arguments: [device.tenant.rawValue, device.topic, device.token.rawValue]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
+                        name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at
+                    """,
+                arguments: [
+                    device.tenant.rawValue, device.topic, device.token.rawValue, device.owner.rawValue, device.name,
+                    device.environment.rawValue, device.registeredAt.unixSeconds,
+                ]
+            )
+            switch previous {
+            case nil: return .created
+            case device.owner.rawValue: return .refreshed
+            case let other?: return .moved(from: UserID(other))
+            }
+        }
+    }
+
+    public func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND user_id = ?",
+                arguments: [tenant.rawValue, topic, token.rawValue, owner.rawValue]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    public func devices(tenant: TenantID, owner: UserID) async throws -> [Device] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM devices WHERE tenant_id = ? AND user_id = ? ORDER BY registered_at DESC",
+                arguments: [tenant.rawValue, owner.rawValue]
+            ).map(Self.device(from:))
+        }
+    }
+
+    public func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device? {
+        try await read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
+                arguments: [tenant.rawValue, topic, token.rawValue]
+            ).map(Self.device(from:))
+        }
+    }
+
+    static func device(from row: Row) throws -> Device {
+        let environment: String = row["environment"]
+        return try Device(
+            tenant: TenantID(trusted: row["tenant_id"]), topic: row["topic"], token: DeviceToken(trusted: row["token"]),
+            owner: UserID(row["user_id"]), name: row["name"],
+            environment: APNsEnvironment(rawValue: environment) ?? .production,
+            registeredAt: Date(unixSeconds: row["registered_at"])
+        )
+    }
+}

@@ -1,0 +1,97 @@
+import GRDB
+
+extension SQLiteStore {
+    /// Versioned migrations. Never edit a shipped migration; add a new one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-foundation") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE tenants (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL,
+                        default_language TEXT NOT NULL,
+                        default_time_zone TEXT NOT NULL,
+                        default_delivery_minute INTEGER NOT NULL,
+                        max_pushes_per_day INTEGER NOT NULL,
+                        apns_topic TEXT NOT NULL,
+                        created_at REAL NOT NULL
+                    );
+                    CREATE TABLE users (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id),
+                        username TEXT NOT NULL,
+                        password_hash TEXT NOT NULL,
+                        language TEXT,
+                        life_areas TEXT NOT NULL,
+                        enabled INTEGER NOT NULL,
+                        time_zone TEXT,
+                        delivery_minute INTEGER,
+                        quiet_start INTEGER,
+                        quiet_end INTEGER,
+                        weekdays INTEGER NOT NULL,
+                        created_at REAL NOT NULL,
+                        UNIQUE (tenant_id, username)
+                    );
+                    CREATE TABLE impulses (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id),
+                        id TEXT NOT NULL,
+                        language TEXT NOT NULL,
+                        title TEXT NOT NULL,
+                        description_short TEXT NOT NULL,
+                        description TEXT NOT NULL,
+                        duration_minutes INTEGER NOT NULL,
+                        action TEXT NOT NULL,
+                        single INTEGER NOT NULL,
+                        image_urls TEXT NOT NULL,
+                        video_url TEXT,
+                        web_url TEXT,
+                        life_area TEXT NOT NULL,
+                        series TEXT,
+                        series_position INTEGER,
+                        PRIMARY KEY (tenant_id, id)
+                    );
+                    CREATE TABLE devices (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id),
+                        topic TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        name TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        registered_at REAL NOT NULL,
+                        PRIMARY KEY (tenant_id, topic, token)
+                    );
+                    CREATE INDEX devices_owner ON devices(user_id);
+                    CREATE TABLE deliveries (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        tenant_id TEXT NOT NULL,
+                        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        impulse_id TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        local_date TEXT,
+                        assigned_at REAL NOT NULL,
+                        pushed_at REAL,
+                        apns_id TEXT,
+                        fetched_at REAL,
+                        read_at REAL,
+                        FOREIGN KEY (tenant_id, impulse_id) REFERENCES impulses(tenant_id, id)
+                    );
+                    CREATE INDEX deliveries_user ON deliveries(user_id, id);
+                    CREATE INDEX deliveries_unread ON deliveries(user_id) WHERE read_at IS NULL;
+                    CREATE TABLE changes (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        tenant_id TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        subject TEXT NOT NULL,
+                        origin TEXT NOT NULL,
+                        at REAL NOT NULL
+                    );
+                    CREATE INDEX changes_at ON changes(at);
+                    CREATE UNIQUE INDEX deliveries_daily ON deliveries(tenant_id, user_id, local_date)
+                        WHERE kind = 'scheduled';
+                    """
+            )
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import GRDB
+
+extension SQLiteStore {
+    public func createTenant(_ tenant: Tenant) async throws {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
+                        max_pushes_per_day, apns_topic, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
+                    tenant.defaultDeliveryTime.minuteOfDay, tenant.maxPushesPerDay, tenant.apnsTopic,
+                    tenant.createdAt.unixSeconds,
+                ]
+            )
+        }
+    }
+
+    public func tenant(_ id: TenantID) async throws -> Tenant? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM tenants WHERE id = ?", arguments: [id.rawValue]).map(Self.tenant(from:))
+        }
+    }
+
+    public func tenants() async throws -> [Tenant] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM tenants ORDER BY id").map(Self.tenant(from:))
+        }
+    }
+
+    public func createUser(_ new: NewUser) async throws -> User {
+        try await write { db in
+            let now = Date()
+            try db.execute(
+                sql: """
+                    INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
+                        delivery_minute, quiet_start, quiet_end, weekdays, created_at)
+                    VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    new.tenant.rawValue, new.username, new.passwordHash, new.language,
+                    Self.encodeScores(new.lifeAreas), new.preferences.timeZone,
+                    new.preferences.deliveryTime?.minuteOfDay, new.preferences.quietHours?.start.minuteOfDay,
+                    new.preferences.quietHours?.end.minuteOfDay, new.preferences.weekdays.mask,
+                    now.unixSeconds,
+                ]
+            )
+            return User(
+                id: UserID(db.lastInsertedRowID), tenant: new.tenant, username: new.username,
+                passwordHash: new.passwordHash, language: new.language, lifeAreas: new.lifeAreas, enabled: true,
+                preferences: new.preferences, createdAt: Date(unixSeconds: now.unixSeconds)
+            )
+        }
+    }
+
+    public func user(tenant: TenantID, username: String) async throws -> User? {
+        try await read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE tenant_id = ? AND username = ?",
+                arguments: [tenant.rawValue, username]
+            ).map(Self.user(from:))
+        }
+    }
+
+    public func user(tenant: TenantID, id: UserID) async throws -> User? {
+        try await read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE tenant_id = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue]
+            ).map(Self.user(from:))
+        }
+    }
+
+    public func users(tenant: TenantID) async throws -> [User] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM users WHERE tenant_id = ? ORDER BY username", arguments: [tenant.rawValue])
+                .map(Self.user(from:))
+        }
+    }
+
+    public func setPassword(tenant: TenantID, username: String, passwordHash: String) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE users SET password_hash = ? WHERE tenant_id = ? AND username = ?",
+                arguments: [passwordHash, tenant.rawValue, username]
+            )
+            guard db.changesCount > 0 else { return false }
+            try self.logChange(db, tenant: tenant, subject: .credentials(username: username))
+            return true
+        }
+    }
+
+    public func setEnabled(tenant: TenantID, username: String, enabled: Bool) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE users SET enabled = ? WHERE tenant_id = ? AND username = ?",
+                arguments: [enabled, tenant.rawValue, username]
+            )
+            guard db.changesCount > 0 else { return false }
+            try self.logChange(db, tenant: tenant, subject: .credentials(username: username))
+            return true
+        }
+    }
+
+    public func setPreferences(tenant: TenantID, user: UserID, language: String?, preferences: DeliveryPreferences) async throws {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE users SET language = ?, time_zone = ?, delivery_minute = ?, quiet_start = ?, quiet_end = ?,
+                        weekdays = ? WHERE tenant_id = ? AND id = ?
+                    """,
+                arguments: [
+                    language, preferences.timeZone, preferences.deliveryTime?.minuteOfDay,
+                    preferences.quietHours?.start.minuteOfDay, preferences.quietHours?.end.minuteOfDay,
+                    preferences.weekdays.mask, tenant.rawValue, user.rawValue,
+                ]
+            )
+            guard db.changesCount > 0 else { throw EngineError(.notFound, "no such user") }
+            try self.logChange(db, tenant: tenant, subject: .profile(user))
+        }
+    }
+
+    public func setLifeAreas(tenant: TenantID, user: UserID, scores: LifeAreaScores) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE users SET life_areas = ? WHERE tenant_id = ? AND id = ?",
+                arguments: [Self.encodeScores(scores), tenant.rawValue, user.rawValue]
+            )
+            guard db.changesCount > 0 else { throw EngineError(.notFound, "no such user") }
+            try self.logChange(db, tenant: tenant, subject: .profile(user))
+        }
+    }
+
+    static func tenant(from row: Row) throws -> Tenant {
+        try Tenant(
+            id: TenantID(trusted: row["id"]), name: row["name"], defaultLanguage: row["default_language"],
+            defaultTimeZone: row["default_time_zone"],
+            defaultDeliveryTime: LocalTime(minuteOfDay: row["default_delivery_minute"]),
+            maxPushesPerDay: row["max_pushes_per_day"], apnsTopic: row["apns_topic"],
+            createdAt: Date(unixSeconds: row["created_at"])
+        )
+    }
+
+    static func user(from row: Row) throws -> User {
+        let quietStart: Int? = row["quiet_start"]
+        let quietEnd: Int? = row["quiet_end"]
+        var quietHours: QuietHours?
+        if let quietStart, let quietEnd {
+            quietHours = QuietHours(start: try LocalTime(minuteOfDay: quietStart), end: try LocalTime(minuteOfDay: quietEnd))
+        }
+        let deliveryMinute: Int? = row["delivery_minute"]
+        let preferences = DeliveryPreferences(
+            timeZone: row["time_zone"],
+            deliveryTime: try deliveryMinute.map { (minute) throws(EngineError) in try LocalTime(minuteOfDay: minute) },
+            quietHours: quietHours,
+            weekdays: Weekdays(uncheckedMask: row["weekdays"])
+        )
+        return User(
+            id: UserID(row["id"]), tenant: TenantID(trusted: row["tenant_id"]), username: row["username"],
+            passwordHash: row["password_hash"], language: row["language"],
+            lifeAreas: try decodeScores(row["life_areas"]), enabled: row["enabled"], preferences: preferences,
+            createdAt: Date(unixSeconds: row["created_at"])
+        )
+    }
+
+    static func encodeScores(_ scores: LifeAreaScores) -> String {
+        scores.values.map(String.init).joined(separator: ",")
+    }
+
+    static func decodeScores(_ text: String) throws -> LifeAreaScores {
+        try LifeAreaScores(text.split(separator: ",").compactMap { Int($0) })
+    }
+}
