@@ -18,10 +18,11 @@ extension SQLiteStore {
                     new.assignedAt.unixSeconds, new.user.rawValue, new.tenant.rawValue,
                 ])
                 guard db.changesCount > 0 else { continue }
+                let id = DeliveryID(db.lastInsertedRowID)
                 try self.logChange(db, tenant: new.tenant, subject: .ledger(new.user))
                 recorded.append(
                     Delivery(
-                        id: DeliveryID(db.lastInsertedRowID), tenant: new.tenant, user: new.user, impulse: new.impulse,
+                        id: id, tenant: new.tenant, user: new.user, impulse: new.impulse,
                         kind: new.kind, localDate: new.localDate, assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
                     )
                 )

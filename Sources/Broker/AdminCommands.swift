@@ -1,0 +1,113 @@
+import ArgumentParser
+import Engine
+import Foundation
+import Gateway
+import Logging
+
+/// Opens the store for an admin command and turns Engine errors into a clear message and exit code.
+func withStore(_ common: CommonOptions, _ body: (SQLiteStore, BrokerSettings) async throws -> Void) async throws {
+    let settings = try BrokerSettings(options: common)
+    let logger = bootstrapLogging(min(settings.logLevel, .warning))
+    do {
+        try await body(try await settings.openStore(logger: logger), settings)
+    } catch let error as EngineError {
+        throw ValidationError(error.message)
+    }
+}
+
+func parseTenant(_ text: String) throws -> TenantID {
+    do { return try TenantID(text) } catch { throw ValidationError(error.message) }
+}
+
+struct TenantCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tenant", abstract: "Create and list tenants.", subcommands: [Create.self, List.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a tenant.")
+        @OptionGroup var common: CommonOptions
+        @Argument(help: "Tenant id: 1-63 characters of a-z, 0-9 and '-'.") var id: String
+        @Option(help: "Display name.") var name: String?
+        @Option(help: "Default language (EN, DE, ...).") var language = "EN"
+        @Option(help: "Default IANA time zone.") var timeZone = "Europe/Berlin"
+        @Option(help: "Default local delivery time HH:mm.") var deliveryTime = "08:00"
+        @Option(help: "Maximum scheduled pushes per user and day.") var maxPerDay = 1
+        @Option(help: "APNs topic (the app's bundle id).") var apnsTopic = "com.example.impulse"
+
+        func run() async throws {
+            try await withStore(common) { store, _ in
+                let tenant = try Tenant(
+                    id: try parseTenant(id), name: name ?? id, defaultLanguage: language, defaultTimeZone: timeZone,
+                    defaultDeliveryTime: try LocalTime(parsing: deliveryTime), maxPushesPerDay: maxPerDay, apnsTopic: apnsTopic
+                )
+                try await store.createTenant(tenant)
+                print("created tenant \(tenant.id)")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List tenants.")
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            try await withStore(common) { store, _ in
+                for tenant in try await store.tenants() {
+                    print("\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)")
+                }
+            }
+        }
+    }
+}
+
+struct CatalogCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "catalog", abstract: "Manage a tenant's impulse catalog.", subcommands: [Import.self]
+    )
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import impulses from a JSON file ({\"items\": [...]}, the original format plus lifeArea)."
+        )
+        @OptionGroup var common: CommonOptions
+        @Argument var tenant: String
+        @Argument(help: "Path of the catalog file.") var file: String
+
+        func run() async throws {
+            try await withStore(common) { store, _ in
+                let id = try parseTenant(tenant)
+                guard try await store.tenant(id) != nil else { throw ValidationError("unknown tenant \(id)") }
+                guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+                let impulses = try CatalogImport.parse(data, tenant: id)
+                let (inserted, updated) = try await store.importImpulses(impulses, tenant: id)
+                print("imported \(impulses.count) impulses into \(id): \(inserted) new, \(updated) updated")
+            }
+        }
+    }
+}
+
+struct Deliver: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Assign an impulse to a user now (it appears in the user's CurrentImpulse)."
+    )
+    @OptionGroup var common: CommonOptions
+    @Argument var tenant: String
+    @Argument var username: String
+    @Argument(help: "The impulse's workingID.") var impulse: String
+
+    func run() async throws {
+        try await withStore(common) { store, _ in
+            let id = try parseTenant(tenant)
+            guard let user = try await store.user(tenant: id, username: username) else { throw ValidationError("unknown user") }
+            let impulseID = try ImpulseID(impulse)
+            guard try await store.impulse(tenant: id, id: impulseID) != nil else {
+                throw ValidationError("no impulse '\(impulse)' in the catalog of \(id)")
+            }
+            let recorded = try await DeliveryLedger(store: store).assign([
+                NewDelivery(tenant: id, user: user.id, impulse: impulseID, kind: .manual, assignedAt: Date())
+            ])
+            print("assigned \(impulseID) to \(username) as delivery \(recorded.first?.id.rawValue ?? 0)")
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Engine
+import Foundation
+import Gateway
+import Logging
+
+/// Options every command takes: where the configuration and the data live.
+struct CommonOptions: ParsableArguments {
+    @Option(help: "JSON configuration file (env BROKER_CONFIG).")
+    var config: String?
+
+    @Option(help: "Data directory: database, generated certificate, media (env BROKER_DATA_DIR; default ./data).")
+    var dataDir: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error (env BROKER_LOG_LEVEL; default info).")
+    var logLevel: String?
+}
+
+/// The configuration file's shape. Every member is optional; see the README's configuration table.
+struct ConfigFile: Decodable {
+    var dataDirectory: String?
+    var database: String?
+    var listen: String?
+    var plainListen: String?
+    var tlsCertificate: String?
+    var tlsPrivateKey: String?
+    var tlsHostnames: [String]?
+    var defaultTenant: String?
+    var publicBaseURL: String?
+    var maxBodyBytes: Int?
+    var credentialCacheSeconds: Int?
+    var bcryptCost: Int?
+    var logLevel: String?
+}
+
+/// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
+struct BrokerSettings {
+    var dataDirectory: String
+    var databasePath: String
+    var listen: ListenAddress
+    var plainListen: ListenAddress?
+    var tlsCertificate: String?
+    var tlsPrivateKey: String?
+    var tlsHostnames: [String]
+    var defaultTenant: TenantID?
+    var publicBaseURL: String?
+    var maxBodyBytes: Int
+    var credentialCacheSeconds: Int
+    var bcryptCost: UInt8
+    var logLevel: Logger.Level
+
+    init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        var file = ConfigFile()
+        if let path = options.config ?? environment["BROKER_CONFIG"] {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("cannot read configuration file \(path)")
+            }
+            do {
+                file = try JSONDecoder().decode(ConfigFile.self, from: data)
+            } catch let error as DecodingError {
+                throw ValidationError("configuration file \(path): \(CatalogImport.describe(error))")
+            }
+        }
+        func pick(_ flag: String?, _ env: String, _ fileValue: String?) -> String? {
+            flag ?? environment[env].flatMap { $0.isEmpty ? nil : $0 } ?? fileValue
+        }
+        func number(_ env: String, _ fileValue: Int?, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
+            let value = try environment[env].map { text in
+                guard let value = Int(text) else { throw ValidationError("\(env) must be an integer") }
+                return value
+            } ?? fileValue ?? fallback
+            guard range.contains(value) else { throw ValidationError("\(env) must be within \(range)") }
+            return value
+        }
+        do throws(EngineError) {
+            dataDirectory = pick(options.dataDir, "BROKER_DATA_DIR", file.dataDirectory) ?? "./data"
+            databasePath = pick(nil, "BROKER_DATABASE", file.database) ?? dataDirectory + "/broker.sqlite"
+            listen = try ListenAddress(parsing: pick(nil, "BROKER_LISTEN", file.listen) ?? "0.0.0.0:8443")
+            plainListen = try pick(nil, "BROKER_PLAIN_LISTEN", file.plainListen).map { (text) throws(EngineError) in
+                try ListenAddress(parsing: text)
+            }
+            tlsCertificate = pick(nil, "BROKER_TLS_CERTIFICATE", file.tlsCertificate)
+            tlsPrivateKey = pick(nil, "BROKER_TLS_PRIVATE_KEY", file.tlsPrivateKey)
+            tlsHostnames = pick(nil, "BROKER_TLS_HOSTNAMES", nil)?.split(separator: ",").map(String.init)
+                ?? file.tlsHostnames ?? ["localhost"]
+            defaultTenant = try pick(nil, "BROKER_DEFAULT_TENANT", file.defaultTenant).map { (text) throws(EngineError) in
+                try TenantID(text)
+            }
+        } catch {
+            throw ValidationError(error.message)
+        }
+        guard (tlsCertificate == nil) == (tlsPrivateKey == nil) else {
+            throw ValidationError("set both tlsCertificate and tlsPrivateKey, or neither (for a self-signed pair)")
+        }
+        publicBaseURL = pick(nil, "BROKER_PUBLIC_URL", file.publicBaseURL)
+        maxBodyBytes = try number("BROKER_MAX_BODY_BYTES", file.maxBodyBytes, 64 * 1024, 1024...(16 << 20))
+        credentialCacheSeconds = try number("BROKER_CREDENTIAL_CACHE_SECONDS", file.credentialCacheSeconds, 300, 0...86_400)
+        bcryptCost = UInt8(try number("BROKER_BCRYPT_COST", file.bcryptCost, 12, 4...31))
+        let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
+        guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
+        logLevel = parsed
+    }
+
+    func serverConfiguration() -> ServerConfiguration {
+        ServerConfiguration(
+            dataDirectory: dataDirectory, listen: listen, plainListen: plainListen, tlsCertificatePath: tlsCertificate,
+            tlsPrivateKeyPath: tlsPrivateKey, selfSignedHostnames: tlsHostnames, defaultTenant: defaultTenant,
+            rest: RESTConfiguration(
+                publicBaseURL: publicBaseURL, maxBodySize: maxBodyBytes,
+                credentialCacheTTL: .seconds(credentialCacheSeconds), mediaDirectory: dataDirectory + "/media"
+            )
+        )
+    }
+
+    /// Opens the store, creating the data directory on first use.
+    func openStore(logger: Logger) async throws -> SQLiteStore {
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dataDirectory + "/media", withIntermediateDirectories: true)
+        return try await SQLiteStore(configuration: .init(path: databasePath), logger: logger)
+    }
+}

@@ -1,0 +1,98 @@
+import Engine
+import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+import UnixSignals
+
+/// Which listener reported its address.
+public enum Listener: Sendable {
+    case https, plain
+}
+
+/// The running broker: its actors and its listeners, as one service.
+public struct BrokerApplication: Service {
+    public let store: any BrokerStore
+    public let ledger: DeliveryLedger
+    public let registry: TokenRegistry
+    let group: ServiceGroup
+
+    public func run() async throws {
+        try await group.run()
+    }
+}
+
+/// Wires the Engine actors to the HTTP edges. `main` and the tests both build the broker through here.
+///
+/// Services start in order and stop in reverse: the change feed first, the listeners last, so the HTTP
+/// servers stop taking requests before anything they call goes away.
+public func buildApplication(
+    configuration: ServerConfiguration,
+    store: any BrokerStore,
+    logger: Logger,
+    gracefulShutdownSignals: [UnixSignal] = [],
+    onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }
+) async throws -> BrokerApplication {
+    let ledger = DeliveryLedger(store: store, configuration: configuration.ledger)
+    let registry = TokenRegistry(store: store, logger: logger)
+    let authenticator = Authenticator(store: store, cacheTTL: configuration.rest.credentialCacheTTL)
+    let api = RESTAPI(
+        tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant), authenticator: authenticator,
+        ledger: ledger, registry: registry, store: store, configuration: configuration.rest
+    )
+    let tls = try TLSFiles.configuredOrSelfSigned(
+        certificatePath: configuration.tlsCertificatePath, privateKeyPath: configuration.tlsPrivateKeyPath,
+        directory: configuration.dataDirectory, hostnames: configuration.selfSignedHostnames, logger: logger
+    )
+    let streamConfiguration = HTTP1Channel.Configuration(
+        idleTimeout: .seconds(Int64(configuration.idleTimeout.components.seconds)),
+        httpDecoderConfiguration: .init(
+            maxHeaderFieldSize: configuration.maxHeaderListSize, maxHeaderListSize: configuration.maxHeaderListSize,
+            maxHeaderFieldCount: configuration.maxHeaderFieldCount
+        )
+    )
+    var services: [any Service] = [
+        ChangeFeedFollower(
+            store: store, authenticator: authenticator, ledger: ledger, interval: configuration.changeFeedInterval,
+            retention: .seconds(600), logger: logger
+        )
+    ]
+    let https = Application(
+        router: api.router(scheme: "https"),
+        server: try .http2Upgrade(
+            tlsConfiguration: try tls.serverConfiguration(),
+            configuration: .init(
+                idleTimeout: configuration.idleTimeout, gracefulCloseTimeout: configuration.gracefulCloseTimeout,
+                streamConfiguration: streamConfiguration
+            )
+        ),
+        configuration: .init(address: .hostname(configuration.listen.host, port: configuration.listen.port), serverName: nil),
+        onServerRunning: { channel in await onListening(.https, channel.localAddress?.port ?? 0) },
+        logger: logger
+    )
+    services.append(https)
+    if let plain = configuration.plainListen {
+        services.append(
+            Application(
+                router: api.router(scheme: "http"),
+                server: .http1(configuration: streamConfiguration),
+                configuration: .init(address: .hostname(plain.host, port: plain.port), serverName: nil),
+                onServerRunning: { channel in await onListening(.plain, channel.localAddress?.port ?? 0) },
+                logger: logger
+            )
+        )
+    }
+    let group = ServiceGroup(
+        configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: gracefulShutdownSignals,
+            cancellationSignals: [],
+            logger: logger
+        )
+    )
+    return BrokerApplication(store: store, ledger: ledger, registry: registry, group: group)
+}

@@ -1,0 +1,46 @@
+import Engine
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Reads the store's change feed and drops what this process's caches hold of changed users and catalogs.
+///
+/// Writes by this process update its caches directly; the feed brings those of admin commands and other
+/// nodes, within one `interval`.
+struct ChangeFeedFollower: Service {
+    let store: any BrokerStore
+    let authenticator: Authenticator
+    let ledger: DeliveryLedger
+    let interval: Duration
+    let retention: Duration
+    let logger: Logger
+
+    func run() async throws {
+        var position = try await store.latestChangeSequence()
+        var lastPrune = ContinuousClock.now
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            } catch {
+                return
+            }
+            do {
+                var batch = try await store.changes(after: position, limit: 1000)
+                while !batch.isEmpty {
+                    for change in batch where change.origin != store.nodeID {
+                        authenticator.invalidate(change)
+                        await ledger.apply(change)
+                    }
+                    position = batch.last?.sequence ?? position
+                    batch = batch.count == 1000 ? try await store.changes(after: position, limit: 1000) : []
+                }
+                if ContinuousClock.now - lastPrune > retention {
+                    lastPrune = .now
+                    _ = try await store.pruneChanges(before: Date().addingTimeInterval(-Double(retention.components.seconds)))
+                }
+            } catch {
+                logger.warning("cannot read the change feed; caches may be stale until it recovers", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}

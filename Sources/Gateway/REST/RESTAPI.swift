@@ -1,0 +1,114 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The client REST API: the original endpoints and `/v1`, each under `/t/{tenant}/` and, for the default
+/// tenant, unprefixed. Routes authenticate, then talk to the ledger and the token registry.
+public struct RESTAPI: Sendable {
+    let tenants: TenantDirectory
+    let authenticator: Authenticator
+    let ledger: DeliveryLedger
+    let registry: TokenRegistry
+    let store: any BrokerStore
+    let configuration: RESTConfiguration
+
+    public init(
+        tenants: TenantDirectory, authenticator: Authenticator, ledger: DeliveryLedger, registry: TokenRegistry,
+        store: any BrokerStore, configuration: RESTConfiguration
+    ) {
+        self.tenants = tenants
+        self.authenticator = authenticator
+        self.ledger = ledger
+        self.registry = registry
+        self.store = store
+        self.configuration = configuration
+    }
+
+    /// The caller of an authenticated route.
+    struct Caller {
+        var tenant: Tenant
+        var user: User
+        /// `/t/{tenant}` when the request used it, else empty: links keep the caller's form.
+        var prefix: String
+        var baseURL: String
+    }
+
+    typealias Handler = @Sendable (Request, BasicRequestContext, Caller) async throws -> Response
+
+    /// Builds the router for one listener; `scheme` is what that listener speaks (for derived absolute URLs).
+    public func router(scheme: String) -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self, options: [.autoGenerateHeadEndpoints])
+        router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: ProblemMiddleware())
+        router.get("/health") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))) }
+        addOriginalRoutes(router, scheme: scheme)
+        addVersionedRoutes(router, scheme: scheme)
+        addMediaRoutes(router)
+        return router
+    }
+
+    /// Registers an authenticated resource under both prefixes, with 405 + `Allow` for every other method.
+    func resource(
+        _ router: Router<BasicRequestContext>, _ path: String, scheme: String,
+        _ handlers: [HTTPRequest.Method: Handler]
+    ) {
+        var allowed = Set(handlers.keys)
+        if allowed.contains(.get) { allowed.insert(.head) }
+        allowed.insert(.options)
+        let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
+        let others: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch]
+        for prefix in ["", "/t/:tenant"] {
+            for (method, handler) in handlers {
+                router.on(RouterPath(prefix + path), method: method) { request, context in
+                    let caller = try await self.caller(request, context, scheme: scheme)
+                    return try await handler(request, context, caller)
+                }
+            }
+            router.on(RouterPath(prefix + path), method: .options) { _, _ in
+                Response(status: .noContent, headers: [.allow: allow])
+            }
+            for method in others where !allowed.contains(method) {
+                router.on(RouterPath(prefix + path), method: method) { request, _ -> Response in
+                    throw Problem(
+                        .methodNotAllowed, "method-not-allowed", "\(request.method.rawValue) is not allowed here",
+                        headers: [.allow: allow]
+                    )
+                }
+            }
+        }
+    }
+
+    private func caller(_ request: Request, _ context: BasicRequestContext, scheme: String) async throws -> Caller {
+        let segment = context.parameters.get("tenant")
+        let tenant = try await tenants.resolve(segment)
+        let user = try await authenticator.authenticate(request.headers[.authorization], tenant: tenant, logger: context.logger)
+        let base = configuration.publicBaseURL ?? "\(scheme)://\(request.head.authority ?? "localhost")"
+        return Caller(tenant: tenant, user: user, prefix: segment.map { "/t/\($0)" } ?? "", baseURL: base)
+    }
+
+    /// Reads and decodes a JSON body within the size limit; a syntax or type error is a 400 that names the member.
+    func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        if let contentType = request.headers[.contentType]?.lowercased(), !contentType.contains("json") {
+            throw Problem(.unsupportedMediaType, "unsupported-media-type", "send the body as application/json")
+        }
+        let buffer = try await request.body.collect(upTo: configuration.maxBodySize)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let error as DecodingError {
+            throw Problem.badRequest("malformed body: \(CatalogImport.describe(error))", code: "malformed-body")
+        } catch let error as EngineError {
+            throw Problem(error)
+        }
+    }
+
+    /// An integer query parameter within `range`, or a 400 naming it.
+    func integer(_ name: String, in request: Request, default value: Int64?, range: ClosedRange<Int64>) throws -> Int64? {
+        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
+        guard let number = Int64(text), range.contains(number) else {
+            throw Problem.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", code: "invalid-query")
+        }
+        return number
+    }
+}

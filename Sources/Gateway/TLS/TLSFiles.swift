@@ -1,0 +1,99 @@
+import Crypto
+import Foundation
+import Logging
+import NIOSSL
+import SwiftASN1
+import X509
+
+/// Where the listener's certificate and key come from.
+public struct TLSFiles: Sendable {
+    public var certificatePath: String
+    public var privateKeyPath: String
+
+    public init(certificatePath: String, privateKeyPath: String) {
+        self.certificatePath = certificatePath
+        self.privateKeyPath = privateKeyPath
+    }
+
+    /// The configured files, or a self-signed pair generated once into `directory` (`tls/`) and reused after.
+    public static func configuredOrSelfSigned(
+        certificatePath: String?, privateKeyPath: String?, directory: String, hostnames: [String], logger: Logger
+    ) throws -> TLSFiles {
+        if let certificatePath, let privateKeyPath {
+            return TLSFiles(certificatePath: certificatePath, privateKeyPath: privateKeyPath)
+        }
+        let files = TLSFiles(
+            certificatePath: directory + "/tls/self-signed.crt", privateKeyPath: directory + "/tls/self-signed.key"
+        )
+        let manager = FileManager.default
+        if manager.fileExists(atPath: files.certificatePath), manager.fileExists(atPath: files.privateKeyPath) {
+            return files
+        }
+        try manager.createDirectory(atPath: directory + "/tls", withIntermediateDirectories: true)
+        let (certificate, key) = try SelfSignedCertificate.make(hostnames: hostnames)
+        // The key is written first and only readable by its owner.
+        guard manager.createFile(atPath: files.privateKeyPath, contents: Data(key.utf8), attributes: [.posixPermissions: 0o600]),
+            manager.createFile(atPath: files.certificatePath, contents: Data(certificate.utf8))
+        else {
+            throw TLSSetupError(message: "cannot write the self-signed certificate into \(directory)/tls")
+        }
+        logger.notice(
+            "generated a self-signed TLS certificate; configure tls.certificate and tls.privateKey for production",
+            metadata: ["tls.certificate": "\(files.certificatePath)"]
+        )
+        return files
+    }
+
+    /// A server TLS configuration offering `h2` and `http/1.1` through ALPN.
+    func serverConfiguration() throws -> TLSConfiguration {
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: privateKeyPath, format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            configuration.minimumTLSVersion = .tlsv12
+            configuration.applicationProtocols = ["h2", "http/1.1"]
+            return configuration
+        } catch {
+            throw TLSSetupError(message: "cannot load the TLS certificate or key (\(certificatePath)): \(error)")
+        }
+    }
+}
+
+public struct TLSSetupError: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// Generates a P-256 self-signed certificate for local use.
+enum SelfSignedCertificate {
+    static func make(hostnames: [String], validity: TimeInterval = 825 * 86_400) throws -> (certificate: String, key: String) {
+        let key = P256.Signing.PrivateKey()
+        let certificateKey = Certificate.PrivateKey(key)
+        let name = try DistinguishedName {
+            CommonName(hostnames.first ?? "localhost")
+            OrganizationName("Impulse Broker (self-signed)")
+        }
+        var names: [GeneralName] = hostnames.map { .dnsName($0) }
+        names.append(.ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])))
+        names.append(.ipAddress(ASN1OctetString(contentBytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])))
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: certificateKey.publicKey,
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(validity),
+            issuer: name,
+            subject: name,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                KeyUsage(digitalSignature: true)
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames(names)
+            },
+            issuerPrivateKey: certificateKey
+        )
+        return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
+    }
+}
