@@ -86,9 +86,9 @@ enum SelfSignedCertificate {
             issuer: name,
             subject: name,
             signatureAlgorithm: .ecdsaWithSHA256,
+            // No key usage or basic constraints: a client that trusts this one certificate uses it as its own anchor,
+            // and BoringSSL refuses a self-issued anchor whose key usage lacks certificate signing.
             extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                KeyUsage(digitalSignature: true)
                 try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames(names)
             },

@@ -1,0 +1,169 @@
+import AsyncHTTPClient
+import Engine
+import Foundation
+import Gateway
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Testing
+
+/// Users and passwords the fixtures create. Alice's password holds every character the original app had trouble with.
+enum Fixture {
+    static let acme = try! TenantID("acme")
+    static let globex = try! TenantID("globex")
+    static let alicePassword = "pä:ss%&wörd ✓"
+    static let bobPassword = "bob-pass"
+    static let globexAlicePassword = "globex-secret"
+    static let carolPassword = "carol-pass"
+    /// Alice gets twelve impulses, `acme-1` (oldest) to `acme-12` (newest).
+    static let aliceDeliveries = 12
+
+    static func impulse(_ tenant: TenantID, _ id: String, single: Bool = true) throws -> Impulse {
+        try Impulse(
+            tenant: tenant, id: ImpulseID(id), language: "EN", title: "Title \(id)", descriptionShort: "Short \(id)",
+            description: "Full text of \(id)", durationMinutes: 5, action: .do, single: single,
+            imageURLs: ["/media/\(tenant)/\(id).jpg", "https://cdn.example.com/\(id).png"], videoURL: nil,
+            webURL: "https://example.com/\(id)", lifeArea: .health, series: single ? nil : "s", seriesPosition: single ? nil : 1
+        )
+    }
+
+    /// Two tenants; in each an `alice` with a different password; acme also has bob and the disabled carol.
+    static func seed(_ store: SQLiteStore) async throws {
+        try await store.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "com.acme.impulse"))
+        try await store.createTenant(try Tenant(id: globex, name: "Globex", defaultLanguage: "DE", apnsTopic: "com.globex.impulse"))
+        let alice = try await addUser(store, acme, "alice", alicePassword)
+        _ = try await addUser(store, acme, "bob", bobPassword)
+        _ = try await addUser(store, acme, "carol", carolPassword)
+        _ = try await store.setEnabled(tenant: acme, username: "carol", enabled: false)
+        let globexAlice = try await addUser(store, globex, "alice", globexAlicePassword)
+        _ = try await store.importImpulses(try (1...aliceDeliveries).map { try impulse(acme, "acme-\($0)") }, tenant: acme)
+        _ = try await store.importImpulses([try impulse(globex, "secret-1")], tenant: globex)
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        _ = try await store.recordDeliveries(
+            try (1...aliceDeliveries).map {
+                NewDelivery(tenant: acme, user: alice.id, impulse: try ImpulseID("acme-\($0)"), kind: .manual,
+                            assignedAt: start.addingTimeInterval(Double($0) * 86_400))
+            }
+        )
+        _ = try await store.recordDeliveries([
+            NewDelivery(tenant: globex, user: globexAlice.id, impulse: try ImpulseID("secret-1"), kind: .manual, assignedAt: start)
+        ])
+    }
+
+    @discardableResult
+    static func addUser(_ store: SQLiteStore, _ tenant: TenantID, _ name: String, _ password: String) async throws -> User {
+        let hash = try await Authenticator.hash(password, cost: 4)
+        return try await store.createUser(try NewUser(tenant: tenant, username: name, passwordHash: hash))
+    }
+}
+
+/// A broker running in-process on loopback ports, with an HTTP client that trusts its generated certificate.
+struct TestBroker: Sendable {
+    let directory: String
+    let store: SQLiteStore
+    let application: BrokerApplication
+    let httpsPort: Int
+    let plainPort: Int?
+    let client: HTTPClient
+
+    static let logger: Logger = {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    static func temporaryDirectory() -> String {
+        let path = NSTemporaryDirectory() + "impulse-broker-tests-" + UUID().uuidString
+        try? FileManager.default.createDirectory(atPath: path + "/media", withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Starts a broker (seeding a fresh store unless `directory` already holds one), runs `body`, and stops it.
+    static func run(
+        directory: String? = nil, seed: Bool = true, plain: Bool = false, http1Only: Bool = false,
+        maxBodySize: Int = 64 * 1024,
+        _ body: @Sendable (TestBroker) async throws -> Void
+    ) async throws {
+        let directory = directory ?? temporaryDirectory()
+        let store = try await SQLiteStore(configuration: .init(path: directory + "/broker.sqlite"), logger: logger)
+        if seed { try await Fixture.seed(store) }
+        let (ports, continuation) = AsyncStream.makeStream(of: (Listener, Int).self)
+        let configuration = ServerConfiguration(
+            dataDirectory: directory, listen: ListenAddress(host: "127.0.0.1", port: 0),
+            plainListen: plain ? ListenAddress(host: "127.0.0.1", port: 0) : nil, defaultTenant: Fixture.acme,
+            changeFeedInterval: .milliseconds(20),
+            rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media")
+        )
+        let application = try await buildApplication(configuration: configuration, store: store, logger: logger) {
+            continuation.yield(($0, $1))
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.run() }
+            var bound: [Listener: Int] = [:]
+            for await (listener, port) in ports {
+                bound[listener] = port
+                if bound.count == (plain ? 2 : 1) { break }
+            }
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(directory + "/tls/self-signed.crt")
+            var clientConfiguration = HTTPClient.Configuration(tlsConfiguration: tls)
+            clientConfiguration.httpVersion = http1Only ? .http1Only : .automatic
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+            let broker = TestBroker(
+                directory: directory, store: store, application: application, httpsPort: bound[.https] ?? 0,
+                plainPort: bound[.plain], client: client
+            )
+            do {
+                try await body(broker)
+            } catch {
+                try await client.shutdown()
+                group.cancelAll()
+                throw error
+            }
+            try await client.shutdown()
+            group.cancelAll()
+        }
+    }
+
+    struct Reply: Sendable {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data
+        var version: HTTPVersion
+
+        var json: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
+        }
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    /// Sends one request over HTTPS (or the plain listener) and collects the reply.
+    func send(
+        _ method: HTTPMethod = .GET, _ path: String, user: String? = "alice", password: String? = nil,
+        headers: [(String, String)] = [], body: String? = nil, plain: Bool = false
+    ) async throws -> Reply {
+        let base = plain ? "http://127.0.0.1:\(plainPort ?? 0)" : "https://127.0.0.1:\(httpsPort)"
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let user {
+            let secret = password ?? (user == "alice" ? Fixture.alicePassword : user == "bob" ? Fixture.bobPassword : Fixture.carolPassword)
+            request.headers.add(name: "Authorization", value: "Basic " + Data("\(user):\(secret)".utf8).base64EncodedString())
+        }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await client.execute(request, timeout: .seconds(20))
+        let collected = try await response.body.collect(upTo: 16 << 20)
+        return Reply(status: Int(response.status.code), headers: response.headers, body: Data(collected.readableBytesView), version: response.version)
+    }
+}
+
+/// Waits for a condition that depends on a background service (the change feed), up to `seconds`.
+func eventually(seconds: Double = 5, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
+}
