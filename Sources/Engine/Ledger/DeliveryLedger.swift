@@ -61,14 +61,14 @@ public final class DeliveryLedger: Sendable {
 
     public func clear(tenant: TenantID, user: UserID) async throws -> Int {
         let removed = try await store.clearDeliveries(tenant: tenant, user: user)
-        await shard(user).invalidate(user: user)
+        await shard(user).invalidate(tenant: tenant, user: user)
         return removed
     }
 
     /// Applies a change another process made (the store's change feed).
     public func apply(_ change: StoreChange) async {
         switch change.subject {
-        case .ledger(let user): await shard(user).invalidate(user: user)
+        case .ledger(let user): await shard(user).invalidate(tenant: change.tenant, user: user)
         case .catalog: for shard in shards { await shard.invalidate(tenant: change.tenant) }
         case .credentials, .profile: break
         }

@@ -5,13 +5,19 @@ import Foundation
 /// Re-entrant like every actor: state is re-read after each `await`, and a load in progress is shared by
 /// concurrent callers instead of being repeated.
 actor LedgerShard {
+    /// Users are keyed with their tenant, so a mismatched pair can never read or poison another's state.
+    struct Key: Hashable {
+        var tenant: TenantID
+        var user: UserID
+    }
+
     private let store: any BrokerStore
     private let writer: MarkWriter
     private let configuration: LedgerConfiguration
-    private var users: [UserID: UserLedger] = [:]
-    private var loading: [UserID: Task<UserLedger, any Error>] = [:]
+    private var users: [Key: UserLedger] = [:]
+    private var loading: [Key: Task<UserLedger, any Error>] = [:]
     /// Bumped by invalidation, so a load that started before it is not cached.
-    private var generation: [UserID: UInt64] = [:]
+    private var generation: [Key: UInt64] = [:]
     private var useCounter: UInt64 = 0
 
     init(store: any BrokerStore, writer: MarkWriter, configuration: LedgerConfiguration) {
@@ -25,6 +31,7 @@ actor LedgerShard {
     func page(tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int, markFetched: Date?)
         async throws -> (items: [DeliveredImpulse], unreadCount: Int)
     {
+        let key = Key(tenant: tenant, user: user)
         var ledger = try await load(tenant: tenant, user: user)
         var items: [DeliveredImpulse]
         if before == nil, let hot = ledger.page(after: after, limit: limit) {
@@ -43,16 +50,17 @@ actor LedgerShard {
                     if item.delivery.fetchedAt == nil { item.delivery.fetchedAt = now }
                     return item
                 }
-                users[user]?.apply(marks)
+                users[key]?.apply(marks)
             }
         }
-        ledger = users[user] ?? ledger
+        ledger = users[key] ?? ledger
         return (items, ledger.unreadCount)
     }
 
     func item(tenant: TenantID, user: UserID, impulse: ImpulseID, mark: DeliveryMark.Kind?, at now: Date)
         async throws -> DeliveredImpulse?
     {
+        let key = Key(tenant: tenant, user: user)
         let ledger = try await load(tenant: tenant, user: user)
         var found: DeliveredImpulse?
         if ledger.knowsNewest(impulse) {
@@ -67,13 +75,13 @@ actor LedgerShard {
         try await writer.write([delivery])
         if kind == .read {
             item.delivery.readAt = now
-            if users[user]?.item(impulse)?.delivery.id != item.delivery.id {
+            if users[key]?.item(impulse)?.delivery.id != item.delivery.id {
                 let count = try await store.unreadCount(tenant: tenant, user: user)
-                users[user]?.reset(unreadCount: count)
+                users[key]?.reset(unreadCount: count)
             }
         }
         if item.delivery.fetchedAt == nil { item.delivery.fetchedAt = now }
-        users[user]?.apply([delivery])
+        users[key]?.apply([delivery])
         return item
     }
 
@@ -83,37 +91,40 @@ actor LedgerShard {
 
     /// Adds freshly recorded deliveries to a cached user; an uncached user loads them from the store later.
     func recorded(_ deliveries: [Delivery], user: UserID) async throws {
-        guard users[user] != nil else { return }
+        guard let tenant = deliveries.first?.tenant else { return }
+        let key = Key(tenant: tenant, user: user)
+        guard users[key] != nil else { return }
         var items: [DeliveredImpulse] = []
         for delivery in deliveries {
             guard let impulse = try await store.impulse(tenant: delivery.tenant, id: delivery.impulse) else { continue }
             items.append(DeliveredImpulse(delivery: delivery, impulse: impulse))
         }
-        guard users[user] != nil else { return }
-        users[user]?.insert(items)
+        guard users[key] != nil else { return }
+        users[key]?.insert(items)
     }
 
     /// Drops a user's hot state (another process changed it); the next access reloads from the store.
-    func invalidate(user: UserID) {
-        users[user] = nil
-        generation[user, default: 0] &+= 1
+    func invalidate(tenant: TenantID, user: UserID) {
+        let key = Key(tenant: tenant, user: user)
+        users[key] = nil
+        generation[key, default: 0] &+= 1
     }
 
     func invalidate(tenant: TenantID) {
-        for (user, ledger) in users where ledger.tenant == tenant {
-            invalidate(user: user)
+        for key in users.keys where key.tenant == tenant {
+            invalidate(tenant: tenant, user: key.user)
         }
     }
 
     private func load(tenant: TenantID, user: UserID) async throws -> UserLedger {
+        let key = Key(tenant: tenant, user: user)
         useCounter &+= 1
-        if let cached = users[user] {
-            users[user]?.lastUsed = useCounter
-            guard cached.tenant == tenant else { throw EngineError(.notFound, "no such user") }
+        if let cached = users[key] {
+            users[key]?.lastUsed = useCounter
             return cached
         }
-        if let running = loading[user] { return try await running.value }
-        let startGeneration = generation[user, default: 0]
+        if let running = loading[key] { return try await running.value }
+        let startGeneration = generation[key, default: 0]
         let capacity = configuration.hotItemsPerUser
         let store = self.store
         let task = Task {
@@ -125,21 +136,21 @@ actor LedgerShard {
                 lastUsed: 0
             )
         }
-        loading[user] = task
-        defer { loading[user] = nil }
+        loading[key] = task
+        defer { loading[key] = nil }
         var ledger = try await task.value
         ledger.lastUsed = useCounter
-        if generation[user, default: 0] == startGeneration, users[user] == nil {
-            users[user] = ledger
+        if generation[key, default: 0] == startGeneration, users[key] == nil {
+            users[key] = ledger
             evictIfNeeded()
         }
-        return users[user] ?? ledger
+        return users[key] ?? ledger
     }
 
-    /// Drops the least recently used tenth when over capacity: amortised O(1) per access.
+    /// Drops the least recently used tenth when over capacity: one sort per tenth, amortised O(log n) per load.
     private func evictIfNeeded() {
         guard users.count > configuration.cachedUsersPerShard else { return }
         let victims = users.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(max(1, users.count / 10))
-        for (user, _) in victims { users[user] = nil }
+        for (key, _) in victims { users[key] = nil }
     }
 }

@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+
+@testable import Engine
+
+@Suite("Delivery ledger")
+struct LedgerTests {
+    func assignMany(_ f: StoreFixture, _ ledger: DeliveryLedger, count: Int, user: User) async throws {
+        for index in 0..<count {
+            _ = try await ledger.assign([
+                NewDelivery(
+                    tenant: user.tenant, user: user.id, impulse: try ImpulseID(index % 2 == 0 ? "one" : "two"), kind: .manual,
+                    assignedAt: Date(timeIntervalSince1970: Double(1000 + index))
+                )
+            ])
+        }
+    }
+
+    @Test("Pages from memory equal pages from the store, across the hot-item boundary")
+    func pagesMatchStore() async throws {
+        let f = try await StoreFixture.make()
+        let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 2, hotItemsPerUser: 4))
+        try await assignMany(f, ledger, count: 9, user: f.a)
+        for (after, before, limit) in [(nil, nil, 3), (nil, nil, 9), (Int64?(5), nil, 10), (nil, Int64?(6), 2), (Int64?(2), Int64?(8), 10)] {
+            let page = try await ledger.page(
+                tenant: f.acme, user: f.a.id, after: after.map(DeliveryID.init), before: before.map(DeliveryID.init), limit: limit
+            )
+            let stored = try await f.store.deliveredImpulses(
+                tenant: f.acme, user: f.a.id, after: after.map(DeliveryID.init), before: before.map(DeliveryID.init), limit: limit
+            )
+            #expect(page.items.map(\.delivery.id) == stored.map(\.delivery.id), "after \(String(describing: after)) before \(String(describing: before)) limit \(limit)")
+        }
+        // A cached user sees a new assignment at once.
+        _ = try await ledger.page(tenant: f.acme, user: f.a.id, limit: 1)
+        try await assignMany(f, ledger, count: 1, user: f.a)
+        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 1).items.first?.delivery.assignedAt == Date(timeIntervalSince1970: 1000))
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 10)
+    }
+
+    @Test("Concurrent read marks from many requests keep memory and store in agreement")
+    func concurrentReads() async throws {
+        let f = try await StoreFixture.make()
+        let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 4, hotItemsPerUser: 3))
+        try await assignMany(f, ledger, count: 6, user: f.a)
+        try await assignMany(f, ledger, count: 6, user: f.b)
+        let items = try await f.store.deliveredImpulses(tenant: f.acme, user: f.a.id, after: nil, before: nil, limit: 100)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<20 {
+                for user in [f.a, f.b] {
+                    group.addTask { _ = try await ledger.item(tenant: f.acme, user: user.id, impulse: try ImpulseID("one"), mark: .read) }
+                    group.addTask { _ = try await ledger.page(tenant: f.acme, user: user.id, limit: 5, markFetchedAt: Date()) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(items.count == 6)
+        for user in [f.a, f.b] {
+            let inMemory = try await ledger.unreadCount(tenant: f.acme, user: user.id)
+            let stored = try await f.store.unreadCount(tenant: f.acme, user: user.id)
+            // The newest "one" delivery was read; the other five remain unread.
+            #expect(inMemory == 5)
+            #expect(stored == 5)
+        }
+    }
+
+    @Test("Memory holds at most the configured number of users per shard")
+    func bounded() async throws {
+        let f = try await StoreFixture.make()
+        let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 1, hotItemsPerUser: 2, cachedUsersPerShard: 10))
+        var users: [User] = []
+        for index in 0..<40 {
+            users.append(try await f.store.createUser(try NewUser(tenant: f.acme, username: "u\(index)", passwordHash: "x")))
+        }
+        for user in users { _ = try await ledger.unreadCount(tenant: f.acme, user: user.id) }
+        #expect(await ledger.cachedUserCount() <= 10)
+    }
+
+    @Test("A change from another process drops the user's hot state, so the next read sees it")
+    func invalidation() async throws {
+        let f = try await StoreFixture.make()
+        let ledger = DeliveryLedger(store: f.store)
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 0)
+        let other = try await SQLiteStore(configuration: .init(path: f.path), logger: StoreFixture.logger)
+        let recorded = try await other.recordDeliveries([
+            NewDelivery(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"), kind: .manual, assignedAt: Date())
+        ])
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 0)  // still the cached state
+        let change = try #require(try await f.store.changes(after: 0, limit: 100).last)
+        #expect(change.subject == .ledger(f.a.id))
+        await ledger.apply(change)
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 1)
+        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.map(\.delivery.id) == recorded.map(\.id))
+    }
+
+    @Test("A user asked for under another tenant gets nothing, and the real pair is unaffected")
+    func tenantGuard() async throws {
+        let f = try await StoreFixture.make()
+        let ledger = DeliveryLedger(store: f.store)
+        try await assignMany(f, ledger, count: 2, user: f.a)
+        #expect(try await ledger.page(tenant: f.globex, user: f.a.id, limit: 5).items.isEmpty)
+        #expect(try await ledger.unreadCount(tenant: f.globex, user: f.a.id) == 0)
+        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.count == 2)
+        #expect(try await ledger.item(tenant: f.globex, user: f.a.id, impulse: try ImpulseID("one"), mark: .read) == nil)
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 2)
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import Engine
+
+/// A fresh SQLite file with two tenants, each with users `a` and `b`, and two impulses.
+struct StoreFixture {
+    let path: String
+    let store: SQLiteStore
+    let acme: TenantID
+    let globex: TenantID
+    let a: User
+    let b: User
+    let globexA: User
+
+    static let logger: Logger = {
+        var logger = Logger(label: "engine-tests")
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    static func make() async throws -> StoreFixture {
+        let directory = NSTemporaryDirectory() + "engine-tests-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/broker.sqlite"
+        let store = try await SQLiteStore(configuration: .init(path: path), logger: logger)
+        let acme = try TenantID("acme")
+        let globex = try TenantID("globex")
+        try await store.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "t"))
+        try await store.createTenant(try Tenant(id: globex, name: "Globex", apnsTopic: "t"))
+        let a = try await store.createUser(try NewUser(tenant: acme, username: "a", passwordHash: "x"))
+        let b = try await store.createUser(try NewUser(tenant: acme, username: "b", passwordHash: "x"))
+        let globexA = try await store.createUser(try NewUser(tenant: globex, username: "a", passwordHash: "x"))
+        for tenant in [acme, globex] {
+            _ = try await store.importImpulses(
+                try ["one", "two"].map {
+                    try Impulse(
+                        tenant: tenant, id: ImpulseID($0), language: "EN", title: $0, descriptionShort: "", description: "",
+                        durationMinutes: 1, action: .read, single: true, imageURLs: [], videoURL: nil, webURL: nil, lifeArea: .work
+                    )
+                }, tenant: tenant
+            )
+        }
+        return StoreFixture(path: path, store: store, acme: acme, globex: globex, a: a, b: b, globexA: globexA)
+    }
+
+    func device(_ owner: User, token: String = String(repeating: "ab", count: 32), at seconds: Double = 1000) throws -> Device {
+        try Device(
+            tenant: owner.tenant, topic: "t", token: DeviceToken(token), owner: owner.id, name: "phone",
+            environment: .production, registeredAt: Date(timeIntervalSince1970: seconds)
+        )
+    }
+}
+
+@Suite("SQLite store")
+struct StoreTests {
+    @Test("Migrations run once; reopening the file keeps the data")
+    func reopen() async throws {
+        let fixture = try await StoreFixture.make()
+        let reopened = try await SQLiteStore(configuration: .init(path: fixture.path), logger: StoreFixture.logger)
+        #expect(try await reopened.tenants().map(\.id) == [fixture.acme, fixture.globex])
+        #expect(try await reopened.user(tenant: fixture.acme, username: "a")?.id == fixture.a.id)
+    }
+
+    @Test("A token has one owner within a tenant and topic: registering moves it")
+    func tokenOwner() async throws {
+        let f = try await StoreFixture.make()
+        #expect(try await f.store.registerDevice(try f.device(f.a)) == .created)
+        #expect(try await f.store.registerDevice(try f.device(f.a, at: 2000)) == .refreshed)
+        #expect(try await f.store.registerDevice(try f.device(f.b)) == .moved(from: f.a.id))
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.a.id).isEmpty)
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).count == 1)
+        // Another tenant's registry is separate.
+        #expect(try await f.store.registerDevice(try f.device(f.globexA)) == .created)
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).count == 1)
+        // Only the owner unregisters.
+        let token = try DeviceToken(String(repeating: "ab", count: 32))
+        #expect(try await !f.store.unregisterDevice(tenant: f.acme, topic: "t", token: token, owner: f.a.id))
+        #expect(try await f.store.unregisterDevice(tenant: f.acme, topic: "t", token: token, owner: f.b.id))
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).isEmpty)
+    }
+
+    @Test("A device cannot be registered for another tenant's user")
+    func crossTenantDevice() async throws {
+        let f = try await StoreFixture.make()
+        var device = try f.device(f.globexA)
+        device.tenant = f.acme
+        await #expect(throws: EngineError.self) { try await f.store.registerDevice(device) }
+        #expect(try await f.store.device(tenant: f.acme, topic: "t", token: device.token) == nil)
+    }
+
+    @Test("One scheduled delivery per user and local date; manual ones repeat; other tenants' users are refused")
+    func deliveryKeys() async throws {
+        let f = try await StoreFixture.make()
+        let one = try ImpulseID("one")
+        let day = NewDelivery(tenant: f.acme, user: f.a.id, impulse: one, kind: .scheduled, localDate: "2026-11-22", assignedAt: Date())
+        #expect(try await f.store.recordDeliveries([day]).count == 1)
+        #expect(try await f.store.recordDeliveries([day]).isEmpty)
+        var nextDay = day
+        nextDay.localDate = "2026-11-23"
+        var manual = day
+        manual.kind = .manual
+        #expect(try await f.store.recordDeliveries([nextDay, manual, manual]).count == 3)
+        var foreign = day
+        foreign.user = f.globexA.id
+        #expect(try await f.store.recordDeliveries([foreign]).isEmpty)
+        #expect(try await f.store.unreadCount(tenant: f.acme, user: f.a.id) == 4)
+        #expect(try await f.store.unreadCount(tenant: f.globex, user: f.globexA.id) == 0)
+    }
+
+    @Test("Marks never overwrite an earlier timestamp, and another tenant cannot mark")
+    func marks() async throws {
+        let f = try await StoreFixture.make()
+        let recorded = try await f.store.recordDeliveries([
+            NewDelivery(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"), kind: .manual, assignedAt: Date())
+        ])
+        let id = try #require(recorded.first?.id)
+        let early = Date(timeIntervalSince1970: 1000)
+        try await f.store.applyMarks([DeliveryMark(tenant: f.globex, delivery: id, kind: .read, at: early)])
+        #expect(try await f.store.unreadCount(tenant: f.acme, user: f.a.id) == 1)
+        try await f.store.applyMarks([
+            DeliveryMark(tenant: f.acme, delivery: id, kind: .fetched, at: early),
+            DeliveryMark(tenant: f.acme, delivery: id, kind: .read, at: early.addingTimeInterval(10)),
+            DeliveryMark(tenant: f.acme, delivery: id, kind: .read, at: early.addingTimeInterval(99)),
+        ])
+        let item = try #require(try await f.store.deliveredImpulse(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one")))
+        #expect(item.delivery.fetchedAt == early)
+        #expect(item.delivery.readAt == early.addingTimeInterval(10))
+        #expect(try await f.store.unreadCount(tenant: f.acme, user: f.a.id) == 0)
+    }
+
+    @Test("Queries are scoped by tenant")
+    func scoping() async throws {
+        let f = try await StoreFixture.make()
+        #expect(try await f.store.user(tenant: f.globex, id: f.a.id) == nil)
+        #expect(try await f.store.user(tenant: f.globex, username: "b") == nil)
+        #expect(try await f.store.users(tenant: f.acme).map(\.username) == ["a", "b"])
+        #expect(try await !f.store.setEnabled(tenant: f.globex, username: "b", enabled: false))
+        #expect(try await f.store.user(tenant: f.acme, username: "b")?.enabled == true)
+        await #expect(throws: EngineError.self) {
+            try await f.store.setPreferences(tenant: f.globex, user: f.a.id, language: nil, preferences: .init())
+        }
+    }
+
+    @Test("The change feed carries credential, catalog and ledger changes with their origin")
+    func changeFeed() async throws {
+        let f = try await StoreFixture.make()
+        let start = try await f.store.latestChangeSequence()
+        let other = try await SQLiteStore(configuration: .init(path: f.path), logger: StoreFixture.logger)
+        #expect(try await other.setPassword(tenant: f.acme, username: "a", passwordHash: "y"))
+        _ = try await f.store.recordDeliveries([
+            NewDelivery(tenant: f.acme, user: f.b.id, impulse: try ImpulseID("two"), kind: .manual, assignedAt: Date())
+        ])
+        let changes = try await f.store.changes(after: start, limit: 10)
+        #expect(changes.map(\.subject) == [.credentials(username: "a"), .ledger(f.b.id)])
+        #expect(changes.map(\.origin) == [other.nodeID, f.store.nodeID])
+        #expect(other.nodeID != f.store.nodeID)
+        #expect(try await f.store.pruneChanges(before: Date().addingTimeInterval(60)) >= 2)
+        #expect(try await f.store.changes(after: 0, limit: 10).isEmpty)
+    }
+
+    @Test("A duplicate tenant or username is a conflict, not a crash")
+    func conflicts() async throws {
+        let f = try await StoreFixture.make()
+        await #expect(throws: EngineError(.conflict, "the record already exists")) {
+            try await f.store.createTenant(try Tenant(id: f.acme, name: "again"))
+        }
+        await #expect(throws: EngineError(.conflict, "the record already exists")) {
+            _ = try await f.store.createUser(try NewUser(tenant: f.acme, username: "a", passwordHash: "x"))
+        }
+    }
+}
