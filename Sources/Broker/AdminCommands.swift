@@ -21,7 +21,9 @@ func parseTenant(_ text: String) throws -> TenantID {
 
 struct TenantCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "tenant", abstract: "Create and list tenants.", subcommands: [Create.self, List.self]
+        commandName: "tenant",
+        abstract: "Create and list tenants.",
+        subcommands: [Create.self, List.self]
     )
 
     struct Create: AsyncParsableCommand {
@@ -38,8 +40,13 @@ struct TenantCommand: AsyncParsableCommand {
         func run() async throws {
             try await withStore(common) { store, _ in
                 let tenant = try Tenant(
-                    id: try parseTenant(id), name: name ?? id, defaultLanguage: language, defaultTimeZone: timeZone,
-                    defaultDeliveryTime: try LocalTime(parsing: deliveryTime), maxPushesPerDay: maxPerDay, apnsTopic: apnsTopic
+                    id: try parseTenant(id),
+                    name: name ?? id,
+                    defaultLanguage: language,
+                    defaultTimeZone: timeZone,
+                    defaultDeliveryTime: try LocalTime(parsing: deliveryTime),
+                    maxPushesPerDay: maxPerDay,
+                    apnsTopic: apnsTopic
                 )
                 try await store.createTenant(tenant)
                 print("created tenant \(tenant.id)")
@@ -54,7 +61,9 @@ struct TenantCommand: AsyncParsableCommand {
         func run() async throws {
             try await withStore(common) { store, _ in
                 for tenant in try await store.tenants() {
-                    print("\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)")
+                    print(
+                        "\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)"
+                    )
                 }
             }
         }
@@ -63,7 +72,9 @@ struct TenantCommand: AsyncParsableCommand {
 
 struct CatalogCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "catalog", abstract: "Manage a tenant's impulse catalog.", subcommands: [Import.self]
+        commandName: "catalog",
+        abstract: "Manage a tenant's impulse catalog.",
+        subcommands: [Import.self]
     )
 
     struct Import: AsyncParsableCommand {
@@ -78,7 +89,9 @@ struct CatalogCommand: AsyncParsableCommand {
             try await withStore(common) { store, _ in
                 let id = try parseTenant(tenant)
                 guard try await store.tenant(id) != nil else { throw ValidationError("unknown tenant \(id)") }
-                guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw ValidationError("cannot read \(file)")
+                }
                 let impulses = try CatalogImport.parse(data, tenant: id)
                 let (inserted, updated) = try await store.importImpulses(impulses, tenant: id)
                 print("imported \(impulses.count) impulses into \(id): \(inserted) new, \(updated) updated")
@@ -99,7 +112,9 @@ struct Deliver: AsyncParsableCommand {
     func run() async throws {
         try await withStore(common) { store, _ in
             let id = try parseTenant(tenant)
-            guard let user = try await store.user(tenant: id, username: username) else { throw ValidationError("unknown user") }
+            guard let user = try await store.user(tenant: id, username: username) else {
+                throw ValidationError("unknown user")
+            }
             let impulseID = try ImpulseID(impulse)
             guard try await store.impulse(tenant: id, id: impulseID) != nil else {
                 throw ValidationError("no impulse '\(impulse)' in the catalog of \(id)")

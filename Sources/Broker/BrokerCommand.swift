@@ -9,7 +9,8 @@ import ServiceLifecycle
 struct BrokerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broker",
-        abstract: "Impulse Broker: daily wellbeing impulses pushed to iPhones, and the REST API the app reads them from.",
+        abstract:
+            "Impulse Broker: daily wellbeing impulses pushed to iPhones, and the REST API the app reads them from.",
         subcommands: [Serve.self, TenantCommand.self, UserCommand.self, CatalogCommand.self, Deliver.self]
     )
 }
@@ -47,7 +48,9 @@ struct Serve: AsyncParsableCommand {
         let logger = bootstrapLogging(settings.logLevel)
         let store = try await settings.openStore(logger: logger)
         let app = try await buildApplication(
-            configuration: settings.serverConfiguration(), store: store, logger: logger,
+            configuration: settings.serverConfiguration(),
+            store: store,
+            logger: logger,
             gracefulShutdownSignals: [.sigterm, .sigint]
         ) { listener, port in
             logger.notice("listening", metadata: ["listener": "\(listener)", "port": "\(port)"])

@@ -65,10 +65,11 @@ struct BrokerSettings {
             flag ?? environment[env].flatMap { $0.isEmpty ? nil : $0 } ?? fileValue
         }
         func number(_ env: String, _ fileValue: Int?, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
-            let value = try environment[env].map { text in
-                guard let value = Int(text) else { throw ValidationError("\(env) must be an integer") }
-                return value
-            } ?? fileValue ?? fallback
+            let value =
+                try environment[env].map { text in
+                    guard let value = Int(text) else { throw ValidationError("\(env) must be an integer") }
+                    return value
+                } ?? fileValue ?? fallback
             guard range.contains(value) else { throw ValidationError("\(env) must be within \(range)") }
             return value
         }
@@ -81,9 +82,11 @@ struct BrokerSettings {
             }
             tlsCertificate = pick(nil, "BROKER_TLS_CERTIFICATE", file.tlsCertificate)
             tlsPrivateKey = pick(nil, "BROKER_TLS_PRIVATE_KEY", file.tlsPrivateKey)
-            tlsHostnames = pick(nil, "BROKER_TLS_HOSTNAMES", nil)?.split(separator: ",").map(String.init)
+            tlsHostnames =
+                pick(nil, "BROKER_TLS_HOSTNAMES", nil)?.split(separator: ",").map(String.init)
                 ?? file.tlsHostnames ?? ["localhost"]
-            defaultTenant = try pick(nil, "BROKER_DEFAULT_TENANT", file.defaultTenant).map { (text) throws(EngineError) in
+            defaultTenant = try pick(nil, "BROKER_DEFAULT_TENANT", file.defaultTenant).map {
+                (text) throws(EngineError) in
                 try TenantID(text)
             }
         } catch {
@@ -94,7 +97,12 @@ struct BrokerSettings {
         }
         publicBaseURL = pick(nil, "BROKER_PUBLIC_URL", file.publicBaseURL)
         maxBodyBytes = try number("BROKER_MAX_BODY_BYTES", file.maxBodyBytes, 64 * 1024, 1024...(16 << 20))
-        credentialCacheSeconds = try number("BROKER_CREDENTIAL_CACHE_SECONDS", file.credentialCacheSeconds, 300, 0...86_400)
+        credentialCacheSeconds = try number(
+            "BROKER_CREDENTIAL_CACHE_SECONDS",
+            file.credentialCacheSeconds,
+            300,
+            0...86_400
+        )
         bcryptCost = UInt8(try number("BROKER_BCRYPT_COST", file.bcryptCost, 12, 4...31))
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
@@ -103,11 +111,18 @@ struct BrokerSettings {
 
     func serverConfiguration() -> ServerConfiguration {
         ServerConfiguration(
-            dataDirectory: dataDirectory, listen: listen, plainListen: plainListen, tlsCertificatePath: tlsCertificate,
-            tlsPrivateKeyPath: tlsPrivateKey, selfSignedHostnames: tlsHostnames, defaultTenant: defaultTenant,
+            dataDirectory: dataDirectory,
+            listen: listen,
+            plainListen: plainListen,
+            tlsCertificatePath: tlsCertificate,
+            tlsPrivateKeyPath: tlsPrivateKey,
+            selfSignedHostnames: tlsHostnames,
+            defaultTenant: defaultTenant,
             rest: RESTConfiguration(
-                publicBaseURL: publicBaseURL, maxBodySize: maxBodyBytes,
-                credentialCacheTTL: .seconds(credentialCacheSeconds), mediaDirectory: dataDirectory + "/media"
+                publicBaseURL: publicBaseURL,
+                maxBodySize: maxBodyBytes,
+                credentialCacheTTL: .seconds(credentialCacheSeconds),
+                mediaDirectory: dataDirectory + "/media"
             )
         )
     }

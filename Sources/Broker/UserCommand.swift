@@ -8,7 +8,10 @@ struct PasswordOptions: ParsableArguments {
     @Flag(help: "Read the password from the first line of standard input.")
     var passwordStdin = false
 
-    @Option(help: "The password (visible to other local users in the process list; prefer --password-stdin or BROKER_PASSWORD).")
+    @Option(
+        help:
+            "The password (visible to other local users in the process list; prefer --password-stdin or BROKER_PASSWORD)."
+    )
     var password: String?
 
     func resolve() throws -> String {
@@ -27,7 +30,8 @@ struct PasswordOptions: ParsableArguments {
 
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "user", abstract: "Manage a tenant's users.",
+        commandName: "user",
+        abstract: "Manage a tenant's users.",
         subcommands: [Add.self, List.self, Disable.self, Enable.self, SetPassword.self]
     )
 
@@ -46,13 +50,25 @@ struct UserCommand: AsyncParsableCommand {
             try await withStore(common) { store, settings in
                 let id = try parseTenant(tenant)
                 guard try await store.tenant(id) != nil else { throw ValidationError("unknown tenant \(id)") }
-                let scores = try lifeAreas.map { text in
-                    try LifeAreaScores(text.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) ?? -1 })
-                } ?? .neutral
-                let preferences = DeliveryPreferences(timeZone: try timeZone.map { (zone) throws(EngineError) in try validatedTimeZone(zone) })
+                let scores =
+                    try lifeAreas.map { text in
+                        try LifeAreaScores(
+                            text.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) ?? -1 }
+                        )
+                    } ?? .neutral
+                let preferences = DeliveryPreferences(
+                    timeZone: try timeZone.map { (zone) throws(EngineError) in try validatedTimeZone(zone) }
+                )
                 let hash = try await Authenticator.hash(password, cost: settings.bcryptCost)
                 let user = try await store.createUser(
-                    try NewUser(tenant: id, username: username, passwordHash: hash, language: language, lifeAreas: scores, preferences: preferences)
+                    try NewUser(
+                        tenant: id,
+                        username: username,
+                        passwordHash: hash,
+                        language: language,
+                        lifeAreas: scores,
+                        preferences: preferences
+                    )
                 )
                 print("added user \(user.username) to \(id) (id \(user.id))")
             }
@@ -68,7 +84,9 @@ struct UserCommand: AsyncParsableCommand {
             try await withStore(common) { store, _ in
                 for user in try await store.users(tenant: try parseTenant(tenant)) {
                     let state = user.enabled ? "enabled" : "disabled"
-                    print("\(user.id)\t\(user.username)\t\(state)\t\(user.language ?? "-")\t\(user.preferences.timeZone ?? "-")")
+                    print(
+                        "\(user.id)\t\(user.username)\t\(state)\t\(user.language ?? "-")\t\(user.preferences.timeZone ?? "-")"
+                    )
                 }
             }
         }
@@ -103,7 +121,9 @@ struct UserCommand: AsyncParsableCommand {
             let password = try secret.resolve()
             try await withStore(common) { store, settings in
                 let hash = try await Authenticator.hash(password, cost: settings.bcryptCost)
-                guard try await store.setPassword(tenant: try parseTenant(tenant), username: username, passwordHash: hash) else {
+                guard
+                    try await store.setPassword(tenant: try parseTenant(tenant), username: username, passwordHash: hash)
+                else {
                     throw ValidationError("unknown user")
                 }
                 print("password of \(username) changed")

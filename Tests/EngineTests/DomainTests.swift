@@ -11,7 +11,10 @@ struct DomainTests {
         #expect(token.rawValue == String(repeating: "ab", count: 32))
         #expect(!"\(token)".contains(token.rawValue))
         #expect("\(token)" == "abab…abab")
-        for bad in ["", "abc", "zz" + String(repeating: "00", count: 16), String(repeating: "a", count: 15), "ab cd ef 01 23 45 67 89"] {
+        for bad in [
+            "", "abc", "zz" + String(repeating: "00", count: 16), String(repeating: "a", count: 15),
+            "ab cd ef 01 23 45 67 89",
+        ] {
             #expect(throws: EngineError.self, "\(bad)") { try DeviceToken(bad) }
         }
     }
@@ -87,20 +90,30 @@ struct CatalogImportTests {
         #expect(impulses[1].series == "calm" && impulses[1].seriesPosition == 1 && !impulses[1].single)
     }
 
-    @Test("A bad item rejects the whole file and names the item", arguments: [
-        (#"{"items": [ITEM, ITEM]}"#, "appears twice"),
-        (#"{"items": [ITEM_AREA]}"#, "lifeArea"),
-        (#"{"items": [ITEM_SERIES]}"#, "series"),
-        (#"{"items": [{"workingID": "x"}]}"#, "missing member"),
-        (#"{"items": "nope"}"#, "expected"),
-        (#"{"items": ["#, "malformed"),
-        (#"{"items": [ITEM_URL]}"#, "not an http(s) URL"),
-    ])
+    @Test(
+        "A bad item rejects the whole file and names the item",
+        arguments: [
+            (#"{"items": [ITEM, ITEM]}"#, "appears twice"),
+            (#"{"items": [ITEM_AREA]}"#, "lifeArea"),
+            (#"{"items": [ITEM_SERIES]}"#, "series"),
+            (#"{"items": [{"workingID": "x"}]}"#, "missing member"),
+            (#"{"items": "nope"}"#, "expected"),
+            (#"{"items": ["#, "malformed"),
+            (#"{"items": [ITEM_URL]}"#, "not an http(s) URL"),
+        ]
+    )
     func invalid(template: String, message: String) throws {
-        let text = template
+        let text =
+            template
             .replacingOccurrences(of: "ITEM_AREA", with: item("a").replacingOccurrences(of: "sleep", with: "luck"))
-            .replacingOccurrences(of: "ITEM_SERIES", with: item("a").replacingOccurrences(of: #""single": true"#, with: #""single": false"#))
-            .replacingOccurrences(of: "ITEM_URL", with: item("a").replacingOccurrences(of: "/media/a.jpg", with: "ftp://x/y"))
+            .replacingOccurrences(
+                of: "ITEM_SERIES",
+                with: item("a").replacingOccurrences(of: #""single": true"#, with: #""single": false"#)
+            )
+            .replacingOccurrences(
+                of: "ITEM_URL",
+                with: item("a").replacingOccurrences(of: "/media/a.jpg", with: "ftp://x/y")
+            )
             .replacingOccurrences(of: "ITEM", with: item("a"))
         let error = #expect(throws: EngineError.self) { try CatalogImport.parse(Data(text.utf8), tenant: tenant) }
         #expect(error?.message.contains(message) == true, "\(error?.message ?? "")")
@@ -112,12 +125,29 @@ struct UserLedgerTests {
     func item(_ id: Int64, read: Bool = false) throws -> DeliveredImpulse {
         let tenant = try TenantID("acme")
         let impulse = try Impulse(
-            tenant: tenant, id: ImpulseID("i\(id)"), language: "EN", title: "t", descriptionShort: "", description: "",
-            durationMinutes: 1, action: .read, single: true, imageURLs: [], videoURL: nil, webURL: nil, lifeArea: .work
+            tenant: tenant,
+            id: ImpulseID("i\(id)"),
+            language: "EN",
+            title: "t",
+            descriptionShort: "",
+            description: "",
+            durationMinutes: 1,
+            action: .read,
+            single: true,
+            imageURLs: [],
+            videoURL: nil,
+            webURL: nil,
+            lifeArea: .work
         )
         let delivery = Delivery(
-            id: DeliveryID(id), tenant: tenant, user: UserID(1), impulse: impulse.id, kind: .manual, localDate: nil,
-            assignedAt: Date(timeIntervalSince1970: Double(id)), readAt: read ? Date() : nil
+            id: DeliveryID(id),
+            tenant: tenant,
+            user: UserID(1),
+            impulse: impulse.id,
+            kind: .manual,
+            localDate: nil,
+            assignedAt: Date(timeIntervalSince1970: Double(id)),
+            readAt: read ? Date() : nil
         )
         return DeliveredImpulse(delivery: delivery, impulse: impulse)
     }
@@ -125,20 +155,41 @@ struct UserLedgerTests {
     @Test("Memory answers a page only when it holds everything the page needs")
     func pages() throws {
         let tenant = try TenantID("acme")
-        let partial = UserLedger(tenant: tenant, recent: try (5...8).reversed().map { try item($0) }, complete: false, unreadCount: 8, capacity: 4, lastUsed: 0)
+        let partial = UserLedger(
+            tenant: tenant,
+            recent: try (5...8).reversed().map { try item($0) },
+            complete: false,
+            unreadCount: 8,
+            capacity: 4,
+            lastUsed: 0
+        )
         #expect(partial.page(after: nil, limit: 3)?.map(\.delivery.id.rawValue) == [8, 7, 6])
         #expect(partial.page(after: DeliveryID(6), limit: 10)?.map(\.delivery.id.rawValue) == [8, 7])
         // Needs deliveries older than memory holds: the store must answer.
         #expect(partial.page(after: nil, limit: 10) == nil)
         #expect(partial.page(after: DeliveryID(2), limit: 10) == nil)
-        let complete = UserLedger(tenant: tenant, recent: try [item(2), item(1)], complete: true, unreadCount: 2, capacity: 4, lastUsed: 0)
+        let complete = UserLedger(
+            tenant: tenant,
+            recent: try [item(2), item(1)],
+            complete: true,
+            unreadCount: 2,
+            capacity: 4,
+            lastUsed: 0
+        )
         #expect(complete.page(after: nil, limit: 10)?.count == 2)
     }
 
     @Test("Inserting keeps newest first, caps memory, ignores duplicates; read marks count once")
     func changes() throws {
         let tenant = try TenantID("acme")
-        var ledger = UserLedger(tenant: tenant, recent: [try item(1)], complete: true, unreadCount: 1, capacity: 3, lastUsed: 0)
+        var ledger = UserLedger(
+            tenant: tenant,
+            recent: [try item(1)],
+            complete: true,
+            unreadCount: 1,
+            capacity: 3,
+            lastUsed: 0
+        )
         ledger.insert([try item(3), try item(2)])
         ledger.insert([try item(3)])
         #expect(ledger.recent.map(\.delivery.id.rawValue) == [3, 2, 1])

@@ -9,7 +9,10 @@ struct LedgerTests {
         for index in 0..<count {
             _ = try await ledger.assign([
                 NewDelivery(
-                    tenant: user.tenant, user: user.id, impulse: try ImpulseID(index % 2 == 0 ? "one" : "two"), kind: .manual,
+                    tenant: user.tenant,
+                    user: user.id,
+                    impulse: try ImpulseID(index % 2 == 0 ? "one" : "two"),
+                    kind: .manual,
                     assignedAt: Date(timeIntervalSince1970: Double(1000 + index))
                 )
             ])
@@ -21,19 +24,35 @@ struct LedgerTests {
         let f = try await StoreFixture.make()
         let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 2, hotItemsPerUser: 4))
         try await assignMany(f, ledger, count: 9, user: f.a)
-        for (after, before, limit) in [(nil, nil, 3), (nil, nil, 9), (Int64?(5), nil, 10), (nil, Int64?(6), 2), (Int64?(2), Int64?(8), 10)] {
+        for (after, before, limit) in [
+            (nil, nil, 3), (nil, nil, 9), (Int64?(5), nil, 10), (nil, Int64?(6), 2), (Int64?(2), Int64?(8), 10),
+        ] {
             let page = try await ledger.page(
-                tenant: f.acme, user: f.a.id, after: after.map(DeliveryID.init), before: before.map(DeliveryID.init), limit: limit
+                tenant: f.acme,
+                user: f.a.id,
+                after: after.map(DeliveryID.init),
+                before: before.map(DeliveryID.init),
+                limit: limit
             )
             let stored = try await f.store.deliveredImpulses(
-                tenant: f.acme, user: f.a.id, after: after.map(DeliveryID.init), before: before.map(DeliveryID.init), limit: limit
+                tenant: f.acme,
+                user: f.a.id,
+                after: after.map(DeliveryID.init),
+                before: before.map(DeliveryID.init),
+                limit: limit
             )
-            #expect(page.items.map(\.delivery.id) == stored.map(\.delivery.id), "after \(String(describing: after)) before \(String(describing: before)) limit \(limit)")
+            #expect(
+                page.items.map(\.delivery.id) == stored.map(\.delivery.id),
+                "after \(String(describing: after)) before \(String(describing: before)) limit \(limit)"
+            )
         }
         // A cached user sees a new assignment at once.
         _ = try await ledger.page(tenant: f.acme, user: f.a.id, limit: 1)
         try await assignMany(f, ledger, count: 1, user: f.a)
-        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 1).items.first?.delivery.assignedAt == Date(timeIntervalSince1970: 1000))
+        #expect(
+            try await ledger.page(tenant: f.acme, user: f.a.id, limit: 1).items.first?.delivery.assignedAt
+                == Date(timeIntervalSince1970: 1000)
+        )
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 10)
     }
 
@@ -43,12 +62,27 @@ struct LedgerTests {
         let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 4, hotItemsPerUser: 3))
         try await assignMany(f, ledger, count: 6, user: f.a)
         try await assignMany(f, ledger, count: 6, user: f.b)
-        let items = try await f.store.deliveredImpulses(tenant: f.acme, user: f.a.id, after: nil, before: nil, limit: 100)
+        let items = try await f.store.deliveredImpulses(
+            tenant: f.acme,
+            user: f.a.id,
+            after: nil,
+            before: nil,
+            limit: 100
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<20 {
                 for user in [f.a, f.b] {
-                    group.addTask { _ = try await ledger.item(tenant: f.acme, user: user.id, impulse: try ImpulseID("one"), mark: .read) }
-                    group.addTask { _ = try await ledger.page(tenant: f.acme, user: user.id, limit: 5, markFetchedAt: Date()) }
+                    group.addTask {
+                        _ = try await ledger.item(
+                            tenant: f.acme,
+                            user: user.id,
+                            impulse: try ImpulseID("one"),
+                            mark: .read
+                        )
+                    }
+                    group.addTask {
+                        _ = try await ledger.page(tenant: f.acme, user: user.id, limit: 5, markFetchedAt: Date())
+                    }
                 }
             }
             try await group.waitForAll()
@@ -66,10 +100,15 @@ struct LedgerTests {
     @Test("Memory holds at most the configured number of users per shard")
     func bounded() async throws {
         let f = try await StoreFixture.make()
-        let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 1, hotItemsPerUser: 2, cachedUsersPerShard: 10))
+        let ledger = DeliveryLedger(
+            store: f.store,
+            configuration: .init(shardCount: 1, hotItemsPerUser: 2, cachedUsersPerShard: 10)
+        )
         var users: [User] = []
         for index in 0..<40 {
-            users.append(try await f.store.createUser(try NewUser(tenant: f.acme, username: "u\(index)", passwordHash: "x")))
+            users.append(
+                try await f.store.createUser(try NewUser(tenant: f.acme, username: "u\(index)", passwordHash: "x"))
+            )
         }
         for user in users { _ = try await ledger.unreadCount(tenant: f.acme, user: user.id) }
         #expect(await ledger.cachedUserCount() <= 10)
@@ -89,7 +128,9 @@ struct LedgerTests {
         #expect(change.subject == .ledger(f.a.id))
         await ledger.apply(change)
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 1)
-        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.map(\.delivery.id) == recorded.map(\.id))
+        #expect(
+            try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.map(\.delivery.id) == recorded.map(\.id)
+        )
     }
 
     @Test("A user asked for under another tenant gets nothing, and the real pair is unaffected")
@@ -100,7 +141,9 @@ struct LedgerTests {
         #expect(try await ledger.page(tenant: f.globex, user: f.a.id, limit: 5).items.isEmpty)
         #expect(try await ledger.unreadCount(tenant: f.globex, user: f.a.id) == 0)
         #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.count == 2)
-        #expect(try await ledger.item(tenant: f.globex, user: f.a.id, impulse: try ImpulseID("one"), mark: .read) == nil)
+        #expect(
+            try await ledger.item(tenant: f.globex, user: f.a.id, impulse: try ImpulseID("one"), mark: .read) == nil
+        )
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 2)
     }
 }

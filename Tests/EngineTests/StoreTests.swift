@@ -36,19 +36,40 @@ struct StoreFixture {
             _ = try await store.importImpulses(
                 try ["one", "two"].map {
                     try Impulse(
-                        tenant: tenant, id: ImpulseID($0), language: "EN", title: $0, descriptionShort: "", description: "",
-                        durationMinutes: 1, action: .read, single: true, imageURLs: [], videoURL: nil, webURL: nil, lifeArea: .work
+                        tenant: tenant,
+                        id: ImpulseID($0),
+                        language: "EN",
+                        title: $0,
+                        descriptionShort: "",
+                        description: "",
+                        durationMinutes: 1,
+                        action: .read,
+                        single: true,
+                        imageURLs: [],
+                        videoURL: nil,
+                        webURL: nil,
+                        lifeArea: .work
                     )
-                }, tenant: tenant
+                },
+                tenant: tenant
             )
         }
         return StoreFixture(path: path, store: store, acme: acme, globex: globex, a: a, b: b, globexA: globexA)
     }
 
-    func device(_ owner: User, token: String = String(repeating: "ab", count: 32), at seconds: Double = 1000) throws -> Device {
+    func device(
+        _ owner: User,
+        token: String = String(repeating: "ab", count: 32),
+        at seconds: Double = 1000
+    ) throws -> Device {
         try Device(
-            tenant: owner.tenant, topic: "t", token: DeviceToken(token), owner: owner.id, name: "phone",
-            environment: .production, registeredAt: Date(timeIntervalSince1970: seconds)
+            tenant: owner.tenant,
+            topic: "t",
+            token: DeviceToken(token),
+            owner: owner.id,
+            name: "phone",
+            environment: .production,
+            registeredAt: Date(timeIntervalSince1970: seconds)
         )
     }
 }
@@ -94,7 +115,14 @@ struct StoreTests {
     func deliveryKeys() async throws {
         let f = try await StoreFixture.make()
         let one = try ImpulseID("one")
-        let day = NewDelivery(tenant: f.acme, user: f.a.id, impulse: one, kind: .scheduled, localDate: "2026-11-22", assignedAt: Date())
+        let day = NewDelivery(
+            tenant: f.acme,
+            user: f.a.id,
+            impulse: one,
+            kind: .scheduled,
+            localDate: "2026-11-22",
+            assignedAt: Date()
+        )
         #expect(try await f.store.recordDeliveries([day]).count == 1)
         #expect(try await f.store.recordDeliveries([day]).isEmpty)
         var nextDay = day
@@ -124,7 +152,9 @@ struct StoreTests {
             DeliveryMark(tenant: f.acme, delivery: id, kind: .read, at: early.addingTimeInterval(10)),
             DeliveryMark(tenant: f.acme, delivery: id, kind: .read, at: early.addingTimeInterval(99)),
         ])
-        let item = try #require(try await f.store.deliveredImpulse(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one")))
+        let item = try #require(
+            try await f.store.deliveredImpulse(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"))
+        )
         #expect(item.delivery.fetchedAt == early)
         #expect(item.delivery.readAt == early.addingTimeInterval(10))
         #expect(try await f.store.unreadCount(tenant: f.acme, user: f.a.id) == 0)

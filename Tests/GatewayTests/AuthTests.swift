@@ -17,7 +17,13 @@ struct AuthTests {
                 (nil, nil, [("Authorization", "Basic " + Data("no-colon".utf8).base64EncodedString())]),
             ]
             for (user, password, headers) in cases {
-                let reply = try await broker.send(.GET, "/CurrentImpulse", user: user, password: password, headers: headers)
+                let reply = try await broker.send(
+                    .GET,
+                    "/CurrentImpulse",
+                    user: user,
+                    password: password,
+                    headers: headers
+                )
                 #expect(reply.status == 401)
                 #expect(reply.headers["www-authenticate"].first?.hasPrefix("Basic realm=") == true)
                 #expect(reply.json["type"] as? String == "urn:impulse-broker:problem:unauthorized")
@@ -47,13 +53,20 @@ struct AuthTests {
             #expect(try await broker.send(.GET, "/v1/me", user: "bob").status == 200)  // now cached
             // The admin command writes the store through its own connection, as another process does;
             // the change feed carries the change to the server's credential cache.
-            let admin = try await SQLiteStore(configuration: .init(path: broker.directory + "/broker.sqlite"), logger: TestBroker.logger)
+            let admin = try await SQLiteStore(
+                configuration: .init(path: broker.directory + "/broker.sqlite"),
+                logger: TestBroker.logger
+            )
             let newHash = try await Authenticator.hash("new-pass", cost: 4)
             #expect(try await admin.setPassword(tenant: Fixture.acme, username: "bob", passwordHash: newHash))
             #expect(try await eventually { try await broker.send(.GET, "/v1/me", user: "bob").status == 401 })
             #expect(try await broker.send(.GET, "/v1/me", user: "bob", password: "new-pass").status == 200)
             #expect(try await admin.setEnabled(tenant: Fixture.acme, username: "bob", enabled: false))
-            #expect(try await eventually { try await broker.send(.GET, "/v1/me", user: "bob", password: "new-pass").status == 403 })
+            #expect(
+                try await eventually {
+                    try await broker.send(.GET, "/v1/me", user: "bob", password: "new-pass").status == 403
+                }
+            )
         }
     }
 }
@@ -68,16 +81,28 @@ struct TenantTests {
             #expect((globex.json["items"] as? [[String: Any]])?.map { $0["workingID"] as? String } == ["secret-1"])
             // Acme's alice password does not open Globex's alice, and the reverse.
             #expect(try await broker.send(.GET, "/t/globex/CurrentImpulse").status == 401)
-            #expect(try await broker.send(.GET, "/t/acme/CurrentImpulse", password: Fixture.globexAlicePassword).status == 401)
+            #expect(
+                try await broker.send(.GET, "/t/acme/CurrentImpulse", password: Fixture.globexAlicePassword).status
+                    == 401
+            )
             // Globex's impulse is invisible to acme's alice, by id too.
             #expect(try await broker.send(.GET, "/t/acme/v1/impulses/secret-1").status == 404)
             let acme = try await broker.send(.GET, "/t/acme/CurrentImpulse?limit=100")
-            #expect((acme.json["items"] as? [[String: Any]])?.contains { $0["workingID"] as? String == "secret-1" } == false)
+            #expect(
+                (acme.json["items"] as? [[String: Any]])?.contains { $0["workingID"] as? String == "secret-1" } == false
+            )
             // A token registered in both tenants has an owner in each: tenants are separate registries.
             let token = String(repeating: "0f", count: 32)
             let body = #"{"DeviceToken": "\#(token)", "DeviceName": "shared"}"#
             #expect(try await broker.send(.POST, "/t/acme/RegisterToken", body: body).status == 204)
-            #expect(try await broker.send(.POST, "/t/globex/RegisterToken", password: Fixture.globexAlicePassword, body: body).status == 204)
+            #expect(
+                try await broker.send(
+                    .POST,
+                    "/t/globex/RegisterToken",
+                    password: Fixture.globexAlicePassword,
+                    body: body
+                ).status == 204
+            )
             let acmeDevices = try await broker.send(.GET, "/t/acme/v1/devices")
             #expect((acmeDevices.json["devices"] as? [Any])?.count == 1)
         }

@@ -16,19 +16,25 @@ struct OriginalAPITests {
             #expect(items.count == 10)
             #expect(items.map { $0["workingID"] as? String } == (3...12).reversed().map { "acme-\($0)" })
             let first = try #require(items.first)
-            #expect(Set(first.keys) == [
-                "single", "soundURL", "imageURLs", "timestamp", "duration", "title", "description", "webURL", "action",
-                "language", "descriptionShort", "workingID", "videoURL",
-            ])
+            #expect(
+                Set(first.keys) == [
+                    "single", "soundURL", "imageURLs", "timestamp", "duration", "title", "description", "webURL",
+                    "action",
+                    "language", "descriptionShort", "workingID", "videoURL",
+                ]
+            )
             #expect(first["soundURL"] is NSNull)
             #expect(first["videoURL"] is NSNull)
             #expect(first["single"] as? Bool == true)
             #expect(first["duration"] as? Int == 5)
             #expect(first["timestamp"] as? Int == 1_700_000_000 + 12 * 86_400)
             #expect(first["webURL"] as? String == "https://example.com/acme-12")
-            #expect(first["imageURLs"] as? [String] == [
-                "https://127.0.0.1:\(broker.httpsPort)/media/acme/acme-12.jpg", "https://cdn.example.com/acme-12.png",
-            ])
+            #expect(
+                first["imageURLs"] as? [String] == [
+                    "https://127.0.0.1:\(broker.httpsPort)/media/acme/acme-12.jpg",
+                    "https://cdn.example.com/acme-12.png",
+                ]
+            )
             // The raw bytes carry JSON booleans and nulls, not strings or omitted members.
             #expect(reply.text.contains("\"single\":true") && reply.text.contains("\"videoURL\":null"))
         }
@@ -44,7 +50,11 @@ struct OriginalAPITests {
             let newest = try await broker.send(.GET, "/v1/impulses?limit=1")
             let sequence = try #require(((newest.json["items"] as? [[String: Any]])?.first?["sequence"]) as? Int)
             let since = try await broker.send(.GET, "/CurrentImpulse?since=\(sequence - 2)")
-            #expect((since.json["items"] as? [[String: Any]])?.compactMap { $0["workingID"] as? String } == ["acme-12", "acme-11"])
+            #expect(
+                (since.json["items"] as? [[String: Any]])?.compactMap { $0["workingID"] as? String } == [
+                    "acme-12", "acme-11",
+                ]
+            )
             for bad in ["limit=0", "limit=101", "limit=ten", "since=-1"] {
                 let reply = try await broker.send(.GET, "/CurrentImpulse?\(bad)")
                 #expect(reply.status == 400, "\(bad)")
@@ -91,7 +101,9 @@ struct OriginalAPITests {
             let since = try await broker.send(.GET, "/CurrentImpulse", headers: [("If-Modified-Since", lastModified)])
             #expect(since.status == 304)
             let earlier = try await broker.send(
-                .GET, "/CurrentImpulse", headers: [("If-Modified-Since", "Sat, 01 Jan 2000 00:00:00 GMT")]
+                .GET,
+                "/CurrentImpulse",
+                headers: [("If-Modified-Since", "Sat, 01 Jan 2000 00:00:00 GMT")]
             )
             #expect(earlier.status == 200)
         }
@@ -100,7 +112,11 @@ struct OriginalAPITests {
     @Test("Accept: application/x-plist gets a property list with the same items")
     func propertyList() async throws {
         try await TestBroker.run { broker in
-            let reply = try await broker.send(.GET, "/CurrentImpulse?limit=2", headers: [("Accept", "application/x-plist")])
+            let reply = try await broker.send(
+                .GET,
+                "/CurrentImpulse?limit=2",
+                headers: [("Accept", "application/x-plist")]
+            )
             #expect(reply.status == 200)
             #expect(reply.headers["content-type"].first == "application/x-plist")
             let plist = try PropertyListSerialization.propertyList(from: reply.body, format: nil) as? [String: Any]
@@ -108,7 +124,11 @@ struct OriginalAPITests {
             #expect(items.map { $0["workingID"] as? String } == ["acme-12", "acme-11"])
             #expect(items.first?["single"] as? Bool == true)
             #expect(items.first?["videoURL"] == nil)
-            let json = try await broker.send(.GET, "/CurrentImpulse?limit=2", headers: [("Accept", "application/json, application/x-plist;q=0.5")])
+            let json = try await broker.send(
+                .GET,
+                "/CurrentImpulse?limit=2",
+                headers: [("Accept", "application/json, application/x-plist;q=0.5")]
+            )
             #expect(json.headers["content-type"].first == "application/json; charset=utf-8")
         }
     }
@@ -123,28 +143,40 @@ struct OriginalAPITests {
             #expect(first.body.isEmpty)
             var alice = try await broker.send(.GET, "/v1/devices")
             #expect((alice.json["devices"] as? [[String: Any]])?.first?["token"] as? String == token)
-            let moved = try await broker.send(.POST, "/RegisterToken", user: "bob", body: body.replacingOccurrences(of: "Alice", with: "Bob"))
+            let moved = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                user: "bob",
+                body: body.replacingOccurrences(of: "Alice", with: "Bob")
+            )
             #expect(moved.status == 204)
             alice = try await broker.send(.GET, "/v1/devices")
             #expect((alice.json["devices"] as? [Any])?.isEmpty == true)
             let bob = try await broker.send(.GET, "/v1/devices", user: "bob")
             #expect((bob.json["devices"] as? [[String: Any]])?.first?["name"] as? String == "Bob's iPhone")
             // The store agrees: exactly one owner.
-            let device = try await broker.store.device(tenant: Fixture.acme, topic: "com.acme.impulse", token: try DeviceToken(token))
+            let device = try await broker.store.device(
+                tenant: Fixture.acme,
+                topic: "com.acme.impulse",
+                token: try DeviceToken(token)
+            )
             let bobUser = try await broker.store.user(tenant: Fixture.acme, username: "bob")
             #expect(device?.owner == bobUser?.id)
         }
     }
 
-    @Test("Bad RegisterToken bodies get their status and a problem, and write nothing", arguments: [
-        (#"{"DeviceToken": "abcd"#, 400, "malformed-body"),
-        (#"{"DeviceToken": 12, "DeviceName": "x"}"#, 400, "malformed-body"),
-        (#"{"DeviceName": "x"}"#, 400, "malformed-body"),
-        (#"[1, 2]"#, 400, "malformed-body"),
-        (#"{"DeviceToken": "abc", "DeviceName": "x"}"#, 422, "invalid-input"),
-        (#"{"DeviceToken": "zz00112233445566778899aabbccddeeff", "DeviceName": "x"}"#, 422, "invalid-input"),
-        (#"{"DeviceToken": "", "DeviceName": "x"}"#, 422, "invalid-input"),
-    ])
+    @Test(
+        "Bad RegisterToken bodies get their status and a problem, and write nothing",
+        arguments: [
+            (#"{"DeviceToken": "abcd"#, 400, "malformed-body"),
+            (#"{"DeviceToken": 12, "DeviceName": "x"}"#, 400, "malformed-body"),
+            (#"{"DeviceName": "x"}"#, 400, "malformed-body"),
+            (#"[1, 2]"#, 400, "malformed-body"),
+            (#"{"DeviceToken": "abc", "DeviceName": "x"}"#, 422, "invalid-input"),
+            (#"{"DeviceToken": "zz00112233445566778899aabbccddeeff", "DeviceName": "x"}"#, 422, "invalid-input"),
+            (#"{"DeviceToken": "", "DeviceName": "x"}"#, 422, "invalid-input"),
+        ]
+    )
     func registerTokenBadInput(body: String, status: Int, code: String) async throws {
         try await TestBroker.run { broker in
             let reply = try await broker.send(.POST, "/RegisterToken", body: body)
@@ -167,7 +199,9 @@ struct OriginalAPITests {
             #expect(tooLarge.status == 413)
             #expect(tooLarge.headers["content-type"].first == "application/problem+json")
             let wrongType = try await broker.send(
-                .POST, "/RegisterToken", headers: [("Content-Type", "text/plain")],
+                .POST,
+                "/RegisterToken",
+                headers: [("Content-Type", "text/plain")],
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "x"}"#
             )
             #expect(wrongType.status == 415)

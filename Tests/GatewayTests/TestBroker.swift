@@ -21,38 +21,70 @@ enum Fixture {
 
     static func impulse(_ tenant: TenantID, _ id: String, single: Bool = true) throws -> Impulse {
         try Impulse(
-            tenant: tenant, id: ImpulseID(id), language: "EN", title: "Title \(id)", descriptionShort: "Short \(id)",
-            description: "Full text of \(id)", durationMinutes: 5, action: .do, single: single,
-            imageURLs: ["/media/\(tenant)/\(id).jpg", "https://cdn.example.com/\(id).png"], videoURL: nil,
-            webURL: "https://example.com/\(id)", lifeArea: .health, series: single ? nil : "s", seriesPosition: single ? nil : 1
+            tenant: tenant,
+            id: ImpulseID(id),
+            language: "EN",
+            title: "Title \(id)",
+            descriptionShort: "Short \(id)",
+            description: "Full text of \(id)",
+            durationMinutes: 5,
+            action: .do,
+            single: single,
+            imageURLs: ["/media/\(tenant)/\(id).jpg", "https://cdn.example.com/\(id).png"],
+            videoURL: nil,
+            webURL: "https://example.com/\(id)",
+            lifeArea: .health,
+            series: single ? nil : "s",
+            seriesPosition: single ? nil : 1
         )
     }
 
     /// Two tenants; in each an `alice` with a different password; acme also has bob and the disabled carol.
     static func seed(_ store: SQLiteStore) async throws {
         try await store.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "com.acme.impulse"))
-        try await store.createTenant(try Tenant(id: globex, name: "Globex", defaultLanguage: "DE", apnsTopic: "com.globex.impulse"))
+        try await store.createTenant(
+            try Tenant(id: globex, name: "Globex", defaultLanguage: "DE", apnsTopic: "com.globex.impulse")
+        )
         let alice = try await addUser(store, acme, "alice", alicePassword)
         _ = try await addUser(store, acme, "bob", bobPassword)
         _ = try await addUser(store, acme, "carol", carolPassword)
         _ = try await store.setEnabled(tenant: acme, username: "carol", enabled: false)
         let globexAlice = try await addUser(store, globex, "alice", globexAlicePassword)
-        _ = try await store.importImpulses(try (1...aliceDeliveries).map { try impulse(acme, "acme-\($0)") }, tenant: acme)
+        _ = try await store.importImpulses(
+            try (1...aliceDeliveries).map { try impulse(acme, "acme-\($0)") },
+            tenant: acme
+        )
         _ = try await store.importImpulses([try impulse(globex, "secret-1")], tenant: globex)
         let start = Date(timeIntervalSince1970: 1_700_000_000)
         _ = try await store.recordDeliveries(
             try (1...aliceDeliveries).map {
-                NewDelivery(tenant: acme, user: alice.id, impulse: try ImpulseID("acme-\($0)"), kind: .manual,
-                            assignedAt: start.addingTimeInterval(Double($0) * 86_400))
+                NewDelivery(
+                    tenant: acme,
+                    user: alice.id,
+                    impulse: try ImpulseID("acme-\($0)"),
+                    kind: .manual,
+                    assignedAt: start.addingTimeInterval(Double($0) * 86_400)
+                )
             }
         )
         _ = try await store.recordDeliveries([
-            NewDelivery(tenant: globex, user: globexAlice.id, impulse: try ImpulseID("secret-1"), kind: .manual, assignedAt: start)
+            NewDelivery(
+                tenant: globex,
+                user: globexAlice.id,
+                impulse: try ImpulseID("secret-1"),
+                kind: .manual,
+                assignedAt: start
+            )
         ])
     }
 
     @discardableResult
-    static func addUser(_ store: SQLiteStore, _ tenant: TenantID, _ name: String, _ password: String) async throws -> User {
+    static func addUser(
+        _ store: SQLiteStore,
+        _ tenant: TenantID,
+        _ name: String,
+        _ password: String
+    ) async throws -> User {
         let hash = try await Authenticator.hash(password, cost: 4)
         return try await store.createUser(try NewUser(tenant: tenant, username: name, passwordHash: hash))
     }
@@ -81,8 +113,12 @@ struct TestBroker: Sendable {
 
     /// Starts a broker (seeding a fresh store unless `directory` already holds one), runs `body`, and stops it.
     static func run(
-        directory: String? = nil, seed: Bool = true, plain: Bool = false, http1Only: Bool = false,
+        directory: String? = nil,
+        seed: Bool = true,
+        plain: Bool = false,
+        http1Only: Bool = false,
         maxBodySize: Int = 64 * 1024,
+        logger: Logger = TestBroker.logger,
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -90,8 +126,10 @@ struct TestBroker: Sendable {
         if seed { try await Fixture.seed(store) }
         let (ports, continuation) = AsyncStream.makeStream(of: (Listener, Int).self)
         let configuration = ServerConfiguration(
-            dataDirectory: directory, listen: ListenAddress(host: "127.0.0.1", port: 0),
-            plainListen: plain ? ListenAddress(host: "127.0.0.1", port: 0) : nil, defaultTenant: Fixture.acme,
+            dataDirectory: directory,
+            listen: ListenAddress(host: "127.0.0.1", port: 0),
+            plainListen: plain ? ListenAddress(host: "127.0.0.1", port: 0) : nil,
+            defaultTenant: Fixture.acme,
             changeFeedInterval: .milliseconds(20),
             rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media")
         )
@@ -111,8 +149,12 @@ struct TestBroker: Sendable {
             clientConfiguration.httpVersion = http1Only ? .http1Only : .automatic
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
             let broker = TestBroker(
-                directory: directory, store: store, application: application, httpsPort: bound[.https] ?? 0,
-                plainPort: bound[.plain], client: client
+                directory: directory,
+                store: store,
+                application: application,
+                httpsPort: bound[.https] ?? 0,
+                plainPort: bound[.plain],
+                client: client
             )
             do {
                 try await body(broker)
@@ -140,21 +182,37 @@ struct TestBroker: Sendable {
 
     /// Sends one request over HTTPS (or the plain listener) and collects the reply.
     func send(
-        _ method: HTTPMethod = .GET, _ path: String, user: String? = "alice", password: String? = nil,
-        headers: [(String, String)] = [], body: String? = nil, plain: Bool = false
+        _ method: HTTPMethod = .GET,
+        _ path: String,
+        user: String? = "alice",
+        password: String? = nil,
+        headers: [(String, String)] = [],
+        body: String? = nil,
+        plain: Bool = false
     ) async throws -> Reply {
         let base = plain ? "http://127.0.0.1:\(plainPort ?? 0)" : "https://127.0.0.1:\(httpsPort)"
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         if let user {
-            let secret = password ?? (user == "alice" ? Fixture.alicePassword : user == "bob" ? Fixture.bobPassword : Fixture.carolPassword)
-            request.headers.add(name: "Authorization", value: "Basic " + Data("\(user):\(secret)".utf8).base64EncodedString())
+            let secret =
+                password
+                ?? (user == "alice"
+                    ? Fixture.alicePassword : user == "bob" ? Fixture.bobPassword : Fixture.carolPassword)
+            request.headers.add(
+                name: "Authorization",
+                value: "Basic " + Data("\(user):\(secret)".utf8).base64EncodedString()
+            )
         }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
         let response = try await client.execute(request, timeout: .seconds(20))
         let collected = try await response.body.collect(upTo: 16 << 20)
-        return Reply(status: Int(response.status.code), headers: response.headers, body: Data(collected.readableBytesView), version: response.version)
+        return Reply(
+            status: Int(response.status.code),
+            headers: response.headers,
+            body: Data(collected.readableBytesView),
+            version: response.version
+        )
     }
 }
 

@@ -17,7 +17,10 @@ struct VersionedAPITests {
             let next = try #require(first.json["next"] as? String)
             let second = try await broker.send(.GET, next)
             let secondItems = try #require(second.json["items"] as? [[String: Any]])
-            #expect(secondItems.compactMap { ($0["impulse"] as? [String: Any])?["workingID"] as? String } == (3...7).reversed().map { "acme-\($0)" })
+            #expect(
+                secondItems.compactMap { ($0["impulse"] as? [String: Any])?["workingID"] as? String }
+                    == (3...7).reversed().map { "acme-\($0)" }
+            )
             let third = try await broker.send(.GET, try #require(second.json["next"] as? String))
             #expect((third.json["items"] as? [Any])?.count == 2)
             #expect(third.json["next"] is NSNull)
@@ -26,7 +29,13 @@ struct VersionedAPITests {
             #expect((nothingNew.json["items"] as? [Any])?.isEmpty == true)
             // Fetched marks are durable, not only in memory.
             let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
-            let stored = try await broker.store.deliveredImpulses(tenant: Fixture.acme, user: alice.id, after: nil, before: nil, limit: 100)
+            let stored = try await broker.store.deliveredImpulses(
+                tenant: Fixture.acme,
+                user: alice.id,
+                after: nil,
+                before: nil,
+                limit: 100
+            )
             #expect(stored.filter { $0.delivery.fetchedAt != nil }.count == 12)
         }
     }
@@ -63,14 +72,18 @@ struct VersionedAPITests {
             let defaults = try #require(me.json["preferences"] as? [String: Any])
             #expect(defaults["timeZone"] as? String == "Europe/Berlin")
             #expect(defaults["deliveryTime"] as? String == "08:00")
-            let update = #"{"timeZone": "Asia/Tokyo", "deliveryTime": "07:15", "quietHours": {"start": "22:00", "end": "06:30"}, "weekdays": [1,2,3,4,5], "language": "de"}"#
+            let update =
+                #"{"timeZone": "Asia/Tokyo", "deliveryTime": "07:15", "quietHours": {"start": "22:00", "end": "06:30"}, "weekdays": [1,2,3,4,5], "language": "de"}"#
             let updated = try await broker.send(.PUT, "/v1/me/preferences", body: update)
             #expect(updated.status == 200)
             #expect(updated.json["language"] as? String == "DE")
             let preferences = try #require(updated.json["preferences"] as? [String: Any])
             #expect(preferences["timeZone"] as? String == "Asia/Tokyo")
             #expect(preferences["weekdays"] as? [Int] == [1, 2, 3, 4, 5])
-            for bad in [#"{"timeZone": "Mars/Olympus"}"#, #"{"deliveryTime": "25:00"}"#, #"{"weekdays": [0]}"#, #"{"language": "x"}"#] {
+            for bad in [
+                #"{"timeZone": "Mars/Olympus"}"#, #"{"deliveryTime": "25:00"}"#, #"{"weekdays": [0]}"#,
+                #"{"language": "x"}"#,
+            ] {
                 let reply = try await broker.send(.PUT, "/v1/me/preferences", body: bad)
                 #expect(reply.status == 400 || reply.status == 422, "\(bad)")
                 #expect(reply.headers["content-type"].first == "application/problem+json")
@@ -84,7 +97,11 @@ struct VersionedAPITests {
     func devices() async throws {
         try await TestBroker.run { broker in
             let token = String(repeating: "9a", count: 32)
-            let created = try await broker.send(.PUT, "/v1/devices/\(token)", body: #"{"name": "iPad", "environment": "sandbox"}"#)
+            let created = try await broker.send(
+                .PUT,
+                "/v1/devices/\(token)",
+                body: #"{"name": "iPad", "environment": "sandbox"}"#
+            )
             #expect(created.status == 201)
             #expect(created.headers["location"].first == "/v1/devices/\(token)")
             #expect(created.json["environment"] as? String == "sandbox")
@@ -97,7 +114,11 @@ struct VersionedAPITests {
             #expect((try await broker.send(.GET, "/v1/devices").json["devices"] as? [Any])?.isEmpty == true)
             let bad = try await broker.send(.PUT, "/v1/devices/xyz", body: #"{"name": "x"}"#)
             #expect(bad.status == 422)
-            let badEnvironment = try await broker.send(.PUT, "/v1/devices/\(token)", body: #"{"name": "x", "environment": "moon"}"#)
+            let badEnvironment = try await broker.send(
+                .PUT,
+                "/v1/devices/\(token)",
+                body: #"{"name": "x", "environment": "moon"}"#
+            )
             #expect(badEnvironment.status == 400)
             #expect((try await broker.send(.GET, "/v1/devices").json["devices"] as? [Any])?.isEmpty == true)
         }
@@ -109,12 +130,20 @@ struct MediaAndPersistenceTests {
     @Test("Media is public and supports byte ranges")
     func media() async throws {
         try await TestBroker.run { broker in
-            try FileManager.default.createDirectory(atPath: broker.directory + "/media/acme", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: broker.directory + "/media/acme",
+                withIntermediateDirectories: true
+            )
             try Data("0123456789".utf8).write(to: URL(fileURLWithPath: broker.directory + "/media/acme/clip.txt"))
             let whole = try await broker.send(.GET, "/media/acme/clip.txt", user: nil)
             #expect(whole.status == 200)
             #expect(whole.text == "0123456789")
-            let range = try await broker.send(.GET, "/media/acme/clip.txt", user: nil, headers: [("Range", "bytes=2-5")])
+            let range = try await broker.send(
+                .GET,
+                "/media/acme/clip.txt",
+                user: nil,
+                headers: [("Range", "bytes=2-5")]
+            )
             #expect(range.status == 206)
             #expect(range.text == "2345")
             #expect(range.headers["content-range"].first == "bytes 2-5/10")
@@ -130,7 +159,11 @@ struct MediaAndPersistenceTests {
         let directory = TestBroker.temporaryDirectory()
         let token = String(repeating: "77", count: 32)
         try await TestBroker.run(directory: directory) { broker in
-            let registered = try await broker.send(.POST, "/RegisterToken", body: #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#)
+            let registered = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#
+            )
             #expect(registered.status == 204)
             let read = try await broker.send(.PUT, "/v1/impulses/acme-12/read")
             #expect(read.status == 200)

@@ -51,11 +51,21 @@ public enum CatalogImport {
                 }
                 impulses.append(
                     try Impulse(
-                        tenant: tenant, id: ImpulseID(item.workingID), language: item.language, title: item.title,
-                        descriptionShort: item.descriptionShort, description: item.description,
-                        durationMinutes: item.duration, action: action, single: item.single,
-                        imageURLs: item.imageURLs ?? [], videoURL: item.videoURL, webURL: item.webURL, lifeArea: area,
-                        series: item.series, seriesPosition: item.seriesPosition
+                        tenant: tenant,
+                        id: ImpulseID(item.workingID),
+                        language: item.language,
+                        title: item.title,
+                        descriptionShort: item.descriptionShort,
+                        description: item.description,
+                        durationMinutes: item.duration,
+                        action: action,
+                        single: item.single,
+                        imageURLs: item.imageURLs ?? [],
+                        videoURL: item.videoURL,
+                        webURL: item.webURL,
+                        lifeArea: area,
+                        series: item.series,
+                        seriesPosition: item.seriesPosition
                     )
                 )
             } catch {

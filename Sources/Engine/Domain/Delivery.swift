@@ -26,8 +26,17 @@ public struct Delivery: Sendable, Equatable {
     public var readAt: Date?
 
     public init(
-        id: DeliveryID, tenant: TenantID, user: UserID, impulse: ImpulseID, kind: DeliveryKind, localDate: String?,
-        assignedAt: Date, pushedAt: Date? = nil, apnsID: String? = nil, fetchedAt: Date? = nil, readAt: Date? = nil
+        id: DeliveryID,
+        tenant: TenantID,
+        user: UserID,
+        impulse: ImpulseID,
+        kind: DeliveryKind,
+        localDate: String?,
+        assignedAt: Date,
+        pushedAt: Date? = nil,
+        apnsID: String? = nil,
+        fetchedAt: Date? = nil,
+        readAt: Date? = nil
     ) {
         self.id = id
         self.tenant = tenant
@@ -54,7 +63,14 @@ public struct NewDelivery: Sendable, Equatable {
     public var localDate: String?
     public var assignedAt: Date
 
-    public init(tenant: TenantID, user: UserID, impulse: ImpulseID, kind: DeliveryKind, localDate: String? = nil, assignedAt: Date) {
+    public init(
+        tenant: TenantID,
+        user: UserID,
+        impulse: ImpulseID,
+        kind: DeliveryKind,
+        localDate: String? = nil,
+        assignedAt: Date
+    ) {
         self.tenant = tenant
         self.user = user
         self.impulse = impulse

@@ -17,8 +17,13 @@ public struct Device: Sendable, Equatable {
     public var registeredAt: Date
 
     public init(
-        tenant: TenantID, topic: String, token: DeviceToken, owner: UserID, name: String,
-        environment: APNsEnvironment, registeredAt: Date
+        tenant: TenantID,
+        topic: String,
+        token: DeviceToken,
+        owner: UserID,
+        name: String,
+        environment: APNsEnvironment,
+        registeredAt: Date
     ) throws(EngineError) {
         guard name.count <= 200 else { throw EngineError(.invalidInput, "device name must be at most 200 characters") }
         self.tenant = tenant

@@ -70,7 +70,9 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
 
     public init(_ text: String) throws(EngineError) {
         let bytes = text.utf8
-        let isHex = bytes.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) }
+        let isHex = bytes.allSatisfy {
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46)
+        }
         // APNs tokens are 32 bytes today; Apple documents them as variable length, so accept 8-200 bytes.
         guard isHex, bytes.count % 2 == 0, (16...400).contains(bytes.count) else {
             throw EngineError(.invalidInput, "device token must be an even number (16-400) of hex digits")

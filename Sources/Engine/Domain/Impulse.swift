@@ -28,11 +28,25 @@ public struct Impulse: Sendable, Equatable {
     public var seriesPosition: Int?
 
     public init(
-        tenant: TenantID, id: ImpulseID, language: String, title: String, descriptionShort: String,
-        description: String, durationMinutes: Int, action: ImpulseAction, single: Bool, imageURLs: [String],
-        videoURL: String?, webURL: String?, lifeArea: LifeArea, series: String? = nil, seriesPosition: Int? = nil
+        tenant: TenantID,
+        id: ImpulseID,
+        language: String,
+        title: String,
+        descriptionShort: String,
+        description: String,
+        durationMinutes: Int,
+        action: ImpulseAction,
+        single: Bool,
+        imageURLs: [String],
+        videoURL: String?,
+        webURL: String?,
+        lifeArea: LifeArea,
+        series: String? = nil,
+        seriesPosition: Int? = nil
     ) throws(EngineError) {
-        guard !title.isEmpty, title.count <= 200 else { throw EngineError(.invalidInput, "\(id): title must be 1-200 characters") }
+        guard !title.isEmpty, title.count <= 200 else {
+            throw EngineError(.invalidInput, "\(id): title must be 1-200 characters")
+        }
         guard descriptionShort.count <= 1000, description.count <= 100_000 else {
             throw EngineError(.invalidInput, "\(id): description is too long")
         }
@@ -41,7 +55,10 @@ public struct Impulse: Sendable, Equatable {
         }
         if !single {
             guard let series, !series.isEmpty, let seriesPosition, seriesPosition >= 1 else {
-                throw EngineError(.invalidInput, "\(id): a series impulse (single: false) needs series and seriesPosition >= 1")
+                throw EngineError(
+                    .invalidInput,
+                    "\(id): a series impulse (single: false) needs series and seriesPosition >= 1"
+                )
             }
         }
         for url in imageURLs + [videoURL, webURL].compactMap({ $0 }) where !Self.isAcceptableURL(url) {

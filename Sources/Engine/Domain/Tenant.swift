@@ -23,11 +23,15 @@ public struct Tenant: Sendable, Equatable {
         apnsTopic: String = "com.example.impulse",
         createdAt: Date = Date()
     ) throws(EngineError) {
-        guard !name.isEmpty, name.count <= 200 else { throw EngineError(.invalidInput, "tenant name must be 1-200 characters") }
+        guard !name.isEmpty, name.count <= 200 else {
+            throw EngineError(.invalidInput, "tenant name must be 1-200 characters")
+        }
         guard (1...24).contains(maxPushesPerDay) else {
             throw EngineError(.invalidInput, "max pushes per day must be 1-24")
         }
-        guard !apnsTopic.isEmpty, apnsTopic.count <= 255 else { throw EngineError(.invalidInput, "APNs topic must be set") }
+        guard !apnsTopic.isEmpty, apnsTopic.count <= 255 else {
+            throw EngineError(.invalidInput, "APNs topic must be set")
+        }
         self.id = id
         self.name = name
         self.defaultLanguage = try validatedLanguage(defaultLanguage)

@@ -34,8 +34,15 @@ public struct User: Sendable, Equatable {
     public var createdAt: Date
 
     public init(
-        id: UserID, tenant: TenantID, username: String, passwordHash: String, language: String?,
-        lifeAreas: LifeAreaScores, enabled: Bool, preferences: DeliveryPreferences, createdAt: Date
+        id: UserID,
+        tenant: TenantID,
+        username: String,
+        passwordHash: String,
+        language: String?,
+        lifeAreas: LifeAreaScores,
+        enabled: Bool,
+        preferences: DeliveryPreferences,
+        createdAt: Date
     ) {
         self.id = id
         self.tenant = tenant
@@ -59,8 +66,12 @@ public struct NewUser: Sendable {
     public var preferences: DeliveryPreferences
 
     public init(
-        tenant: TenantID, username: String, passwordHash: String, language: String? = nil,
-        lifeAreas: LifeAreaScores = .neutral, preferences: DeliveryPreferences = .init()
+        tenant: TenantID,
+        username: String,
+        passwordHash: String,
+        language: String? = nil,
+        lifeAreas: LifeAreaScores = .neutral,
+        preferences: DeliveryPreferences = .init()
     ) throws(EngineError) {
         try Self.validate(username: username)
         self.tenant = tenant

@@ -39,18 +39,31 @@ public final class DeliveryLedger: Sendable {
 
     /// A page of the user's deliveries, newest first, optionally marking the returned ones fetched.
     public func page(
-        tenant: TenantID, user: UserID, after: DeliveryID? = nil, before: DeliveryID? = nil, limit: Int,
+        tenant: TenantID,
+        user: UserID,
+        after: DeliveryID? = nil,
+        before: DeliveryID? = nil,
+        limit: Int,
         markFetchedAt: Date? = nil
     ) async throws -> LedgerPage {
         let (items, unread) = try await shard(user).page(
-            tenant: tenant, user: user, after: after, before: before, limit: limit, markFetched: markFetchedAt
+            tenant: tenant,
+            user: user,
+            after: after,
+            before: before,
+            limit: limit,
+            markFetched: markFetchedAt
         )
         return LedgerPage(items: items, unreadCount: unread)
     }
 
     /// The user's newest delivery of an impulse, marked fetched (or read) at `now` when `mark` is set.
     public func item(
-        tenant: TenantID, user: UserID, impulse: ImpulseID, mark: DeliveryMark.Kind? = nil, at now: Date = Date()
+        tenant: TenantID,
+        user: UserID,
+        impulse: ImpulseID,
+        mark: DeliveryMark.Kind? = nil,
+        at now: Date = Date()
     ) async throws -> DeliveredImpulse? {
         try await shard(user).item(tenant: tenant, user: user, impulse: impulse, mark: mark, at: now)
     }

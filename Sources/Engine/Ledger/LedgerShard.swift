@@ -28,7 +28,14 @@ actor LedgerShard {
 
     var cachedUserCount: Int { users.count }
 
-    func page(tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int, markFetched: Date?)
+    func page(
+        tenant: TenantID,
+        user: UserID,
+        after: DeliveryID?,
+        before: DeliveryID?,
+        limit: Int,
+        markFetched: Date?
+    )
         async throws -> (items: [DeliveredImpulse], unreadCount: Int)
     {
         let key = Key(tenant: tenant, user: user)
@@ -37,7 +44,13 @@ actor LedgerShard {
         if before == nil, let hot = ledger.page(after: after, limit: limit) {
             items = hot
         } else {
-            items = try await store.deliveredImpulses(tenant: tenant, user: user, after: after, before: before, limit: limit)
+            items = try await store.deliveredImpulses(
+                tenant: tenant,
+                user: user,
+                after: after,
+                before: before,
+                limit: limit
+            )
         }
         if let now = markFetched {
             let marks = items.filter { $0.delivery.fetchedAt == nil }.map {
@@ -57,7 +70,13 @@ actor LedgerShard {
         return (items, ledger.unreadCount)
     }
 
-    func item(tenant: TenantID, user: UserID, impulse: ImpulseID, mark: DeliveryMark.Kind?, at now: Date)
+    func item(
+        tenant: TenantID,
+        user: UserID,
+        impulse: ImpulseID,
+        mark: DeliveryMark.Kind?,
+        at now: Date
+    )
         async throws -> DeliveredImpulse?
     {
         let key = Key(tenant: tenant, user: user)
@@ -128,11 +147,21 @@ actor LedgerShard {
         let capacity = configuration.hotItemsPerUser
         let store = self.store
         let task = Task {
-            async let recent = store.deliveredImpulses(tenant: tenant, user: user, after: nil, before: nil, limit: capacity + 1)
+            async let recent = store.deliveredImpulses(
+                tenant: tenant,
+                user: user,
+                after: nil,
+                before: nil,
+                limit: capacity + 1
+            )
             async let unread = store.unreadCount(tenant: tenant, user: user)
             let items = try await recent
             return UserLedger(
-                tenant: tenant, recent: items, complete: items.count <= capacity, unreadCount: try await unread, capacity: capacity,
+                tenant: tenant,
+                recent: items,
+                complete: items.count <= capacity,
+                unreadCount: try await unread,
+                capacity: capacity,
                 lastUsed: 0
             )
         }

@@ -13,7 +13,14 @@ struct UserLedger: Sendable {
     var lastUsed: UInt64
     let capacity: Int
 
-    init(tenant: TenantID, recent: [DeliveredImpulse], complete: Bool, unreadCount: Int, capacity: Int, lastUsed: UInt64) {
+    init(
+        tenant: TenantID,
+        recent: [DeliveredImpulse],
+        complete: Bool,
+        unreadCount: Int,
+        capacity: Int,
+        lastUsed: UInt64
+    ) {
         self.tenant = tenant
         self.recent = Array(recent.prefix(capacity))
         self.complete = complete && recent.count <= capacity

@@ -17,10 +17,20 @@ public actor TokenRegistry {
     /// Makes `user` the one owner of `token` and refreshes its registration time.
     @discardableResult
     public func register(
-        tenant: Tenant, user: UserID, token: DeviceToken, name: String, environment: APNsEnvironment, at now: Date = Date()
+        tenant: Tenant,
+        user: UserID,
+        token: DeviceToken,
+        name: String,
+        environment: APNsEnvironment,
+        at now: Date = Date()
     ) async throws -> DeviceRegistration {
         let device = try Device(
-            tenant: tenant.id, topic: tenant.apnsTopic, token: token, owner: user, name: name, environment: environment,
+            tenant: tenant.id,
+            topic: tenant.apnsTopic,
+            token: token,
+            owner: user,
+            name: name,
+            environment: environment,
             registeredAt: now
         )
         let outcome = try await store.registerDevice(device)
@@ -40,10 +50,16 @@ public actor TokenRegistry {
     /// Removes the token if `user` owns it; answers whether anything was removed.
     @discardableResult
     public func unregister(tenant: Tenant, user: UserID, token: DeviceToken) async throws -> Bool {
-        let removed = try await store.unregisterDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token, owner: user)
+        let removed = try await store.unregisterDevice(
+            tenant: tenant.id,
+            topic: tenant.apnsTopic,
+            token: token,
+            owner: user
+        )
         if removed {
             logger.info(
-                "device unregistered", metadata: ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]
+                "device unregistered",
+                metadata: ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]
             )
         }
         return removed

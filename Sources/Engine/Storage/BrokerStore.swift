@@ -30,7 +30,12 @@ public protocol BrokerStore: Sendable {
     func setPassword(tenant: TenantID, username: String, passwordHash: String) async throws -> Bool
     /// Enables or disables the user. Returns false if there is no such user.
     func setEnabled(tenant: TenantID, username: String, enabled: Bool) async throws -> Bool
-    func setPreferences(tenant: TenantID, user: UserID, language: String?, preferences: DeliveryPreferences) async throws
+    func setPreferences(
+        tenant: TenantID,
+        user: UserID,
+        language: String?,
+        preferences: DeliveryPreferences
+    ) async throws
     func setLifeAreas(tenant: TenantID, user: UserID, scores: LifeAreaScores) async throws
 
     // MARK: Catalog
@@ -53,7 +58,11 @@ public protocol BrokerStore: Sendable {
     func recordDeliveries(_ deliveries: [NewDelivery]) async throws -> [Delivery]
     /// A user's deliveries, newest first: those with `id > after` and `id < before`, at most `limit`.
     func deliveredImpulses(
-        tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int
+        tenant: TenantID,
+        user: UserID,
+        after: DeliveryID?,
+        before: DeliveryID?,
+        limit: Int
     ) async throws -> [DeliveredImpulse]
     /// The user's newest delivery of one impulse.
     func deliveredImpulse(tenant: TenantID, user: UserID, impulse: ImpulseID) async throws -> DeliveredImpulse?

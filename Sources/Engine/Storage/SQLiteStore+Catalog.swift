@@ -22,7 +22,9 @@ extension SQLiteStore {
                     """
             )
             for impulse in impulses {
-                if try Bool.fetchOne(exists, arguments: [tenant.rawValue, impulse.id.rawValue]) == nil { inserted += 1 }
+                if try Bool.fetchOne(exists, arguments: [tenant.rawValue, impulse.id.rawValue]) == nil {
+                    inserted += 1
+                }
                 try upsert.execute(arguments: [
                     tenant.rawValue, impulse.id.rawValue, impulse.language, impulse.title, impulse.descriptionShort,
                     impulse.description, impulse.durationMinutes, impulse.action.rawValue, impulse.single,
@@ -37,15 +39,21 @@ extension SQLiteStore {
 
     public func impulses(tenant: TenantID) async throws -> [Impulse] {
         try await read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM impulses WHERE tenant_id = ? ORDER BY id", arguments: [tenant.rawValue])
-                .map { try Self.impulse(from: $0) }
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM impulses WHERE tenant_id = ? ORDER BY id",
+                arguments: [tenant.rawValue]
+            )
+            .map { try Self.impulse(from: $0) }
         }
     }
 
     public func impulse(tenant: TenantID, id: ImpulseID) async throws -> Impulse? {
         try await read { db in
             try Row.fetchOne(
-                db, sql: "SELECT * FROM impulses WHERE tenant_id = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue]
+                db,
+                sql: "SELECT * FROM impulses WHERE tenant_id = ? AND id = ?",
+                arguments: [tenant.rawValue, id.rawValue]
             ).map { try Self.impulse(from: $0) }
         }
     }
@@ -55,13 +63,20 @@ extension SQLiteStore {
         let action: String = row[prefix + "action"]
         let lifeArea: String = row[prefix + "life_area"]
         return try Impulse(
-            tenant: TenantID(trusted: row[prefix + "tenant_id"]), id: ImpulseID(trusted: row[prefix + "id"]),
-            language: row[prefix + "language"], title: row[prefix + "title"],
-            descriptionShort: row[prefix + "description_short"], description: row[prefix + "description"],
-            durationMinutes: row[prefix + "duration_minutes"], action: ImpulseAction(rawValue: action) ?? .read,
-            single: row[prefix + "single"], imageURLs: try decodeURLs(row[prefix + "image_urls"]),
-            videoURL: row[prefix + "video_url"], webURL: row[prefix + "web_url"],
-            lifeArea: LifeArea(rawValue: lifeArea) ?? .work, series: row[prefix + "series"],
+            tenant: TenantID(trusted: row[prefix + "tenant_id"]),
+            id: ImpulseID(trusted: row[prefix + "id"]),
+            language: row[prefix + "language"],
+            title: row[prefix + "title"],
+            descriptionShort: row[prefix + "description_short"],
+            description: row[prefix + "description"],
+            durationMinutes: row[prefix + "duration_minutes"],
+            action: ImpulseAction(rawValue: action) ?? .read,
+            single: row[prefix + "single"],
+            imageURLs: try decodeURLs(row[prefix + "image_urls"]),
+            videoURL: row[prefix + "video_url"],
+            webURL: row[prefix + "web_url"],
+            lifeArea: LifeArea(rawValue: lifeArea) ?? .work,
+            series: row[prefix + "series"],
             seriesPosition: row[prefix + "series_position"]
         )
     }

@@ -5,7 +5,9 @@ extension SQLiteStore {
     public func changes(after sequence: Int64, limit: Int) async throws -> [StoreChange] {
         try await read { db in
             try Row.fetchAll(
-                db, sql: "SELECT * FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [sequence, limit]
+                db,
+                sql: "SELECT * FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+                arguments: [sequence, limit]
             ).compactMap(Self.change(from:))
         }
     }
@@ -47,6 +49,11 @@ extension SQLiteStore {
         case "profile": subject = .profile(UserID(Int64(value) ?? 0))
         default: return nil
         }
-        return StoreChange(sequence: row["seq"], tenant: TenantID(trusted: row["tenant_id"]), subject: subject, origin: row["origin"])
+        return StoreChange(
+            sequence: row["seq"],
+            tenant: TenantID(trusted: row["tenant_id"]),
+            subject: subject,
+            origin: row["origin"]
+        )
     }
 }

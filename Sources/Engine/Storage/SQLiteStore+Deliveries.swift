@@ -22,8 +22,13 @@ extension SQLiteStore {
                 try self.logChange(db, tenant: new.tenant, subject: .ledger(new.user))
                 recorded.append(
                     Delivery(
-                        id: id, tenant: new.tenant, user: new.user, impulse: new.impulse,
-                        kind: new.kind, localDate: new.localDate, assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
+                        id: id,
+                        tenant: new.tenant,
+                        user: new.user,
+                        impulse: new.impulse,
+                        kind: new.kind,
+                        localDate: new.localDate,
+                        assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
                     )
                 )
             }
@@ -32,7 +37,11 @@ extension SQLiteStore {
     }
 
     public func deliveredImpulses(
-        tenant: TenantID, user: UserID, after: DeliveryID?, before: DeliveryID?, limit: Int
+        tenant: TenantID,
+        user: UserID,
+        after: DeliveryID?,
+        before: DeliveryID?,
+        limit: Int
     ) async throws -> [DeliveredImpulse] {
         try await read { db in
             try Row.fetchAll(
@@ -63,7 +72,8 @@ extension SQLiteStore {
     public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
         try await read { db in
             try Int.fetchOne(
-                db, sql: "SELECT COUNT(*) FROM deliveries WHERE user_id = ? AND tenant_id = ? AND read_at IS NULL",
+                db,
+                sql: "SELECT COUNT(*) FROM deliveries WHERE user_id = ? AND tenant_id = ? AND read_at IS NULL",
                 arguments: [user.rawValue, tenant.rawValue]
             ) ?? 0
         }
@@ -99,7 +109,8 @@ extension SQLiteStore {
     public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {
         try await write { db in
             try db.execute(
-                sql: "DELETE FROM deliveries WHERE tenant_id = ? AND user_id = ?", arguments: [tenant.rawValue, user.rawValue]
+                sql: "DELETE FROM deliveries WHERE tenant_id = ? AND user_id = ?",
+                arguments: [tenant.rawValue, user.rawValue]
             )
             let count = db.changesCount
             try self.logChange(db, tenant: tenant, subject: .ledger(user))
@@ -119,11 +130,17 @@ extension SQLiteStore {
         let fetchedAt: Double? = row["fetched_at"]
         let readAt: Double? = row["read_at"]
         let delivery = Delivery(
-            id: DeliveryID(row["d_id"]), tenant: TenantID(trusted: row["d_tenant_id"]), user: UserID(row["user_id"]),
-            impulse: ImpulseID(trusted: row["impulse_id"]), kind: DeliveryKind(rawValue: kind) ?? .manual,
-            localDate: row["local_date"], assignedAt: Date(unixSeconds: row["assigned_at"]),
-            pushedAt: pushedAt.map(Date.init(unixSeconds:)), apnsID: row["apns_id"],
-            fetchedAt: fetchedAt.map(Date.init(unixSeconds:)), readAt: readAt.map(Date.init(unixSeconds:))
+            id: DeliveryID(row["d_id"]),
+            tenant: TenantID(trusted: row["d_tenant_id"]),
+            user: UserID(row["user_id"]),
+            impulse: ImpulseID(trusted: row["impulse_id"]),
+            kind: DeliveryKind(rawValue: kind) ?? .manual,
+            localDate: row["local_date"],
+            assignedAt: Date(unixSeconds: row["assigned_at"]),
+            pushedAt: pushedAt.map(Date.init(unixSeconds:)),
+            apnsID: row["apns_id"],
+            fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
+            readAt: readAt.map(Date.init(unixSeconds:))
         )
         return DeliveredImpulse(delivery: delivery, impulse: try impulse(from: row))
     }

@@ -7,12 +7,14 @@ extension SQLiteStore {
             // The owner must be a user of the same tenant: a foreign key alone would accept another tenant's user.
             guard
                 try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM users WHERE id = ? AND tenant_id = ?",
+                    db,
+                    sql: "SELECT 1 FROM users WHERE id = ? AND tenant_id = ?",
                     arguments: [device.owner.rawValue, device.tenant.rawValue]
                 ) != nil
             else { throw EngineError(.notFound, "no such user") }
             let previous = try Int64.fetchOne(
-                db, sql: "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
+                db,
+                sql: "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
                 arguments: [device.tenant.rawValue, device.topic, device.token.rawValue]
             )
             try db.execute(
@@ -35,7 +37,12 @@ extension SQLiteStore {
         }
     }
 
-    public func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool {
+    public func unregisterDevice(
+        tenant: TenantID,
+        topic: String,
+        token: DeviceToken,
+        owner: UserID
+    ) async throws -> Bool {
         try await write { db in
             try db.execute(
                 sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND user_id = ?",
@@ -48,7 +55,8 @@ extension SQLiteStore {
     public func devices(tenant: TenantID, owner: UserID) async throws -> [Device] {
         try await read { db in
             try Row.fetchAll(
-                db, sql: "SELECT * FROM devices WHERE tenant_id = ? AND user_id = ? ORDER BY registered_at DESC",
+                db,
+                sql: "SELECT * FROM devices WHERE tenant_id = ? AND user_id = ? ORDER BY registered_at DESC",
                 arguments: [tenant.rawValue, owner.rawValue]
             ).map(Self.device(from:))
         }
@@ -57,7 +65,8 @@ extension SQLiteStore {
     public func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device? {
         try await read { db in
             try Row.fetchOne(
-                db, sql: "SELECT * FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
+                db,
+                sql: "SELECT * FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
                 arguments: [tenant.rawValue, topic, token.rawValue]
             ).map(Self.device(from:))
         }
@@ -66,8 +75,11 @@ extension SQLiteStore {
     static func device(from row: Row) throws -> Device {
         let environment: String = row["environment"]
         return try Device(
-            tenant: TenantID(trusted: row["tenant_id"]), topic: row["topic"], token: DeviceToken(trusted: row["token"]),
-            owner: UserID(row["user_id"]), name: row["name"],
+            tenant: TenantID(trusted: row["tenant_id"]),
+            topic: row["topic"],
+            token: DeviceToken(trusted: row["token"]),
+            owner: UserID(row["user_id"]),
+            name: row["name"],
             environment: APNsEnvironment(rawValue: environment) ?? .production,
             registeredAt: Date(unixSeconds: row["registered_at"])
         )

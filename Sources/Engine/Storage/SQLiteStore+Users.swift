@@ -20,7 +20,9 @@ extension SQLiteStore {
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM tenants WHERE id = ?", arguments: [id.rawValue]).map(Self.tenant(from:))
+            try Row.fetchOne(db, sql: "SELECT * FROM tenants WHERE id = ?", arguments: [id.rawValue]).map(
+                Self.tenant(from:)
+            )
         }
     }
 
@@ -48,9 +50,15 @@ extension SQLiteStore {
                 ]
             )
             return User(
-                id: UserID(db.lastInsertedRowID), tenant: new.tenant, username: new.username,
-                passwordHash: new.passwordHash, language: new.language, lifeAreas: new.lifeAreas, enabled: true,
-                preferences: new.preferences, createdAt: Date(unixSeconds: now.unixSeconds)
+                id: UserID(db.lastInsertedRowID),
+                tenant: new.tenant,
+                username: new.username,
+                passwordHash: new.passwordHash,
+                language: new.language,
+                lifeAreas: new.lifeAreas,
+                enabled: true,
+                preferences: new.preferences,
+                createdAt: Date(unixSeconds: now.unixSeconds)
             )
         }
     }
@@ -58,7 +66,8 @@ extension SQLiteStore {
     public func user(tenant: TenantID, username: String) async throws -> User? {
         try await read { db in
             try Row.fetchOne(
-                db, sql: "SELECT * FROM users WHERE tenant_id = ? AND username = ?",
+                db,
+                sql: "SELECT * FROM users WHERE tenant_id = ? AND username = ?",
                 arguments: [tenant.rawValue, username]
             ).map(Self.user(from:))
         }
@@ -67,15 +76,21 @@ extension SQLiteStore {
     public func user(tenant: TenantID, id: UserID) async throws -> User? {
         try await read { db in
             try Row.fetchOne(
-                db, sql: "SELECT * FROM users WHERE tenant_id = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue]
+                db,
+                sql: "SELECT * FROM users WHERE tenant_id = ? AND id = ?",
+                arguments: [tenant.rawValue, id.rawValue]
             ).map(Self.user(from:))
         }
     }
 
     public func users(tenant: TenantID) async throws -> [User] {
         try await read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM users WHERE tenant_id = ? ORDER BY username", arguments: [tenant.rawValue])
-                .map(Self.user(from:))
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM users WHERE tenant_id = ? ORDER BY username",
+                arguments: [tenant.rawValue]
+            )
+            .map(Self.user(from:))
         }
     }
 
@@ -103,7 +118,12 @@ extension SQLiteStore {
         }
     }
 
-    public func setPreferences(tenant: TenantID, user: UserID, language: String?, preferences: DeliveryPreferences) async throws {
+    public func setPreferences(
+        tenant: TenantID,
+        user: UserID,
+        language: String?,
+        preferences: DeliveryPreferences
+    ) async throws {
         try await write { db in
             try db.execute(
                 sql: """
@@ -134,10 +154,13 @@ extension SQLiteStore {
 
     static func tenant(from row: Row) throws -> Tenant {
         try Tenant(
-            id: TenantID(trusted: row["id"]), name: row["name"], defaultLanguage: row["default_language"],
+            id: TenantID(trusted: row["id"]),
+            name: row["name"],
+            defaultLanguage: row["default_language"],
             defaultTimeZone: row["default_time_zone"],
             defaultDeliveryTime: LocalTime(minuteOfDay: row["default_delivery_minute"]),
-            maxPushesPerDay: row["max_pushes_per_day"], apnsTopic: row["apns_topic"],
+            maxPushesPerDay: row["max_pushes_per_day"],
+            apnsTopic: row["apns_topic"],
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }
@@ -147,7 +170,10 @@ extension SQLiteStore {
         let quietEnd: Int? = row["quiet_end"]
         var quietHours: QuietHours?
         if let quietStart, let quietEnd {
-            quietHours = QuietHours(start: try LocalTime(minuteOfDay: quietStart), end: try LocalTime(minuteOfDay: quietEnd))
+            quietHours = QuietHours(
+                start: try LocalTime(minuteOfDay: quietStart),
+                end: try LocalTime(minuteOfDay: quietEnd)
+            )
         }
         let deliveryMinute: Int? = row["delivery_minute"]
         let preferences = DeliveryPreferences(
@@ -157,9 +183,14 @@ extension SQLiteStore {
             weekdays: Weekdays(uncheckedMask: row["weekdays"])
         )
         return User(
-            id: UserID(row["id"]), tenant: TenantID(trusted: row["tenant_id"]), username: row["username"],
-            passwordHash: row["password_hash"], language: row["language"],
-            lifeAreas: try decodeScores(row["life_areas"]), enabled: row["enabled"], preferences: preferences,
+            id: UserID(row["id"]),
+            tenant: TenantID(trusted: row["tenant_id"]),
+            username: row["username"],
+            passwordHash: row["password_hash"],
+            language: row["language"],
+            lifeAreas: try decodeScores(row["life_areas"]),
+            enabled: row["enabled"],
+            preferences: preferences,
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

@@ -41,24 +41,36 @@ public func buildApplication(
     let registry = TokenRegistry(store: store, logger: logger)
     let authenticator = Authenticator(store: store, cacheTTL: configuration.rest.credentialCacheTTL)
     let api = RESTAPI(
-        tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant), authenticator: authenticator,
-        ledger: ledger, registry: registry, store: store, configuration: configuration.rest
+        tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant),
+        authenticator: authenticator,
+        ledger: ledger,
+        registry: registry,
+        store: store,
+        configuration: configuration.rest
     )
     let tls = try TLSFiles.configuredOrSelfSigned(
-        certificatePath: configuration.tlsCertificatePath, privateKeyPath: configuration.tlsPrivateKeyPath,
-        directory: configuration.dataDirectory, hostnames: configuration.selfSignedHostnames, logger: logger
+        certificatePath: configuration.tlsCertificatePath,
+        privateKeyPath: configuration.tlsPrivateKeyPath,
+        directory: configuration.dataDirectory,
+        hostnames: configuration.selfSignedHostnames,
+        logger: logger
     )
     let streamConfiguration = HTTP1Channel.Configuration(
         idleTimeout: .seconds(Int64(configuration.idleTimeout.components.seconds)),
         httpDecoderConfiguration: .init(
-            maxHeaderFieldSize: configuration.maxHeaderListSize, maxHeaderListSize: configuration.maxHeaderListSize,
+            maxHeaderFieldSize: configuration.maxHeaderListSize,
+            maxHeaderListSize: configuration.maxHeaderListSize,
             maxHeaderFieldCount: configuration.maxHeaderFieldCount
         )
     )
     var services: [any Service] = [
         ChangeFeedFollower(
-            store: store, authenticator: authenticator, ledger: ledger, interval: configuration.changeFeedInterval,
-            retention: .seconds(600), logger: logger
+            store: store,
+            authenticator: authenticator,
+            ledger: ledger,
+            interval: configuration.changeFeedInterval,
+            retention: .seconds(600),
+            logger: logger
         )
     ]
     let https = Application(
@@ -66,11 +78,15 @@ public func buildApplication(
         server: try .http2Upgrade(
             tlsConfiguration: try tls.serverConfiguration(),
             configuration: .init(
-                idleTimeout: configuration.idleTimeout, gracefulCloseTimeout: configuration.gracefulCloseTimeout,
+                idleTimeout: configuration.idleTimeout,
+                gracefulCloseTimeout: configuration.gracefulCloseTimeout,
                 streamConfiguration: streamConfiguration
             )
         ),
-        configuration: .init(address: .hostname(configuration.listen.host, port: configuration.listen.port), serverName: nil),
+        configuration: .init(
+            address: .hostname(configuration.listen.host, port: configuration.listen.port),
+            serverName: nil
+        ),
         onServerRunning: { channel in await onListening(.https, channel.localAddress?.port ?? 0) },
         logger: logger
     )

@@ -36,10 +36,15 @@ struct ChangeFeedFollower: Service {
                 }
                 if ContinuousClock.now - lastPrune > retention {
                     lastPrune = .now
-                    _ = try await store.pruneChanges(before: Date().addingTimeInterval(-Double(retention.components.seconds)))
+                    _ = try await store.pruneChanges(
+                        before: Date().addingTimeInterval(-Double(retention.components.seconds))
+                    )
                 }
             } catch {
-                logger.warning("cannot read the change feed; caches may be stale until it recovers", metadata: ["error": "\(error)"])
+                logger.warning(
+                    "cannot read the change feed; caches may be stale until it recovers",
+                    metadata: ["error": "\(error)"]
+                )
             }
         }
     }

@@ -12,7 +12,8 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses `host:port` (`[::1]:8443` for IPv6).
     public init(parsing text: String) throws(EngineError) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
         else { throw EngineError(.invalidInput, "listen address must be host:port, got '\(text.prefix(80))'") }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

@@ -60,7 +60,9 @@ public final class Authenticator: Sendable {
     private func unauthorized(_ detail: String) -> Problem {
         let quotedRealm = realm.replacingOccurrences(of: "\"", with: "")
         return Problem(
-            .unauthorized, "unauthorized", detail,
+            .unauthorized,
+            "unauthorized",
+            detail,
             headers: [.wwwAuthenticate: "Basic realm=\"\(quotedRealm)\", charset=\"UTF-8\""]
         )
     }

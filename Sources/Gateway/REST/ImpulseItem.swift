@@ -22,13 +22,19 @@ struct ImpulseItem: Encodable {
         try container.encode(impulse.durationMinutes, forKey: .duration)
         try container.encode(impulse.title, forKey: .title)
         try container.encode(impulse.description, forKey: .description)
-        try container.encodeNullable(impulse.webURL.map { absoluteURL($0, base: baseURL) }, forKey: .webURL, omitNulls: omitNulls)
+        try container.encodeNullable(
+            impulse.webURL.map { absoluteURL($0, base: baseURL) },
+            forKey: .webURL,
+            omitNulls: omitNulls
+        )
         try container.encode(impulse.action.rawValue, forKey: .action)
         try container.encode(impulse.language, forKey: .language)
         try container.encode(impulse.descriptionShort, forKey: .descriptionShort)
         try container.encode(impulse.id.rawValue, forKey: .workingID)
         try container.encodeNullable(
-            impulse.videoURL.map { absoluteURL($0, base: baseURL) }, forKey: .videoURL, omitNulls: omitNulls
+            impulse.videoURL.map { absoluteURL($0, base: baseURL) },
+            forKey: .videoURL,
+            omitNulls: omitNulls
         )
     }
 }
@@ -54,8 +60,16 @@ struct DeliveryItem: Encodable {
         try container.encode(delivery.id.rawValue, forKey: .sequence)
         try container.encode(delivery.kind.rawValue, forKey: .kind)
         try container.encode(Int64(delivery.assignedAt.timeIntervalSince1970), forKey: .assignedAt)
-        try container.encodeNullable(delivery.fetchedAt.map { Int64($0.timeIntervalSince1970) }, forKey: .fetchedAt, omitNulls: omitNulls)
-        try container.encodeNullable(delivery.readAt.map { Int64($0.timeIntervalSince1970) }, forKey: .readAt, omitNulls: omitNulls)
+        try container.encodeNullable(
+            delivery.fetchedAt.map { Int64($0.timeIntervalSince1970) },
+            forKey: .fetchedAt,
+            omitNulls: omitNulls
+        )
+        try container.encodeNullable(
+            delivery.readAt.map { Int64($0.timeIntervalSince1970) },
+            forKey: .readAt,
+            omitNulls: omitNulls
+        )
         try container.encode(delivery.isRead, forKey: .read)
         try container.encode(ImpulseItem(item: item, baseURL: baseURL), forKey: .impulse)
         try container.encode(item.impulse.lifeArea.rawValue, forKey: .lifeArea)

@@ -1,8 +1,8 @@
 import Engine
 import Foundation
 import HTTPTypes
-import Logging
 import Hummingbird
+import Logging
 import NIOCore
 
 /// An error answered with an RFC 9457 problem body. Every error leaving a route becomes one (`ProblemMiddleware`).
@@ -22,7 +22,10 @@ public struct Problem: Error, HTTPResponseError, Sendable {
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         let body = ProblemBody(
-            type: "urn:impulse-broker:problem:\(code)", title: status.reasonPhrase, status: status.code, detail: detail,
+            type: "urn:impulse-broker:problem:\(code)",
+            title: status.reasonPhrase,
+            status: status.code,
+            detail: detail,
             instance: request.uri.path
         )
         let encoder = JSONEncoder()
@@ -69,14 +72,24 @@ extension Problem {
         case .notFound: self.init(.notFound, "not-found", error.message)
         case .unknownTenant: self.init(.notFound, "unknown-tenant", error.message)
         case .conflict: self.init(.conflict, "conflict", error.message)
-        default: self.init(.serviceUnavailable, "storage-unavailable", "the broker cannot reach its store; try again later", headers: [.retryAfter: "5"])
+        default:
+            self.init(
+                .serviceUnavailable,
+                "storage-unavailable",
+                "the broker cannot reach its store; try again later",
+                headers: [.retryAfter: "5"]
+            )
         }
     }
 }
 
 /// Turns every error a route throws into a problem body, and logs server-side failures once.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let problem as Problem {
@@ -87,16 +100,24 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as EngineError {
             let problem = Problem(error)
             if problem.status.code >= 500 {
-                context.logger.error("request failed", metadata: ["problem.code": "\(problem.code)", "error": "\(error)"])
+                context.logger.error(
+                    "request failed",
+                    metadata: ["problem.code": "\(problem.code)", "error": "\(error)"]
+                )
             }
             return try problem.response(from: request, context: context)
         } catch let error as any HTTPResponseError {
-            let code = error.status == .notFound ? "not-found" : error.status == .contentTooLarge ? "body-too-large" : "http-error"
+            let code =
+                error.status == .notFound
+                ? "not-found" : error.status == .contentTooLarge ? "body-too-large" : "http-error"
             let detail = error.status == .notFound ? "no such resource" : error.status.reasonPhrase
             return try Problem(error.status, code, detail).response(from: request, context: context)
         } catch {
             context.logger.error("unexpected failure", metadata: ["error.type": "\(type(of: error))"])
-            return try Problem(.internalServerError, "internal", "the broker failed to answer").response(from: request, context: context)
+            return try Problem(.internalServerError, "internal", "the broker failed to answer").response(
+                from: request,
+                context: context
+            )
         }
     }
 }

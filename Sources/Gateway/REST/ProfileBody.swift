@@ -47,7 +47,12 @@ struct PreferencesUpdate: Decodable {
         let timeZone = try timeZone.map { (zone) throws(EngineError) in try validatedTimeZone(zone) }
         return (
             language,
-            DeliveryPreferences(timeZone: timeZone, deliveryTime: deliveryTime, quietHours: quietHours, weekdays: weekdays ?? .all)
+            DeliveryPreferences(
+                timeZone: timeZone,
+                deliveryTime: deliveryTime,
+                quietHours: quietHours,
+                weekdays: weekdays ?? .all
+            )
         )
     }
 }

@@ -7,34 +7,62 @@ extension RESTAPI {
     /// The versioned API under `/v1`.
     func addVersionedRoutes(_ router: Router<BasicRequestContext>, scheme: String) {
         resource(router, "/v1/impulses", scheme: scheme, [.get: listImpulses])
-        resource(router, "/v1/impulses/:impulse", scheme: scheme, [
-            .get: { request, context, caller in
-                try await impulse(request, context, caller, mark: request.method == .get ? .fetched : nil)
-            }
-        ])
-        resource(router, "/v1/impulses/:impulse/read", scheme: scheme, [
-            .put: { request, context, caller in try await impulse(request, context, caller, mark: .read) }
-        ])
+        resource(
+            router,
+            "/v1/impulses/:impulse",
+            scheme: scheme,
+            [
+                .get: { request, context, caller in
+                    try await impulse(request, context, caller, mark: request.method == .get ? .fetched : nil)
+                }
+            ]
+        )
+        resource(
+            router,
+            "/v1/impulses/:impulse/read",
+            scheme: scheme,
+            [
+                .put: { request, context, caller in try await impulse(request, context, caller, mark: .read) }
+            ]
+        )
         resource(router, "/v1/me", scheme: scheme, [.get: profile])
         resource(router, "/v1/me/preferences", scheme: scheme, [.put: updatePreferences])
-        resource(router, "/v1/devices", scheme: scheme, [
-            .get: { request, _, caller in
-                let devices = try await registry.devices(tenant: caller.tenant, user: caller.user.id)
-                return try Representation.response(DeviceList(devices: devices.map(DeviceView.init)), for: request)
-            }
-        ])
+        resource(
+            router,
+            "/v1/devices",
+            scheme: scheme,
+            [
+                .get: { request, _, caller in
+                    let devices = try await registry.devices(tenant: caller.tenant, user: caller.user.id)
+                    return try Representation.response(DeviceList(devices: devices.map(DeviceView.init)), for: request)
+                }
+            ]
+        )
         resource(router, "/v1/devices/:token", scheme: scheme, [.put: putDevice, .delete: deleteDevice])
     }
 
-    private func listImpulses(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    private func listImpulses(
+        _ request: Request,
+        _ context: BasicRequestContext,
+        _ caller: Caller
+    ) async throws -> Response {
         let limit = Int(
-            try integer("limit", in: request, default: Int64(configuration.defaultPageSize), range: 1...Int64(configuration.maxPageSize))
+            try integer(
+                "limit",
+                in: request,
+                default: Int64(configuration.defaultPageSize),
+                range: 1...Int64(configuration.maxPageSize)
+            )
                 ?? 10
         )
         let since = try integer("since", in: request, default: nil, range: 0...Int64.max).map(DeliveryID.init)
         let before = try integer("before", in: request, default: nil, range: 1...Int64.max).map(DeliveryID.init)
         let page = try await ledger.page(
-            tenant: caller.tenant.id, user: caller.user.id, after: since, before: before, limit: limit,
+            tenant: caller.tenant.id,
+            user: caller.user.id,
+            after: since,
+            before: before,
+            limit: limit,
             markFetchedAt: request.method == .get ? Date() : nil
         )
         var next: String?
@@ -43,58 +71,105 @@ extension RESTAPI {
             next = "\(caller.prefix)/v1/impulses?before=\(oldest.rawValue)&limit=\(limit)\(sinceQuery)"
         }
         let body = DeliveryPage(
-            items: page.items.map { DeliveryItem(item: $0, baseURL: caller.baseURL) }, unreadCount: page.unreadCount, next: next
+            items: page.items.map { DeliveryItem(item: $0, baseURL: caller.baseURL) },
+            unreadCount: page.unreadCount,
+            next: next
         )
-        return try Representation.response(body, for: request, lastModified: page.items.map(\.delivery.lastChange).max())
+        return try Representation.response(
+            body,
+            for: request,
+            lastModified: page.items.map(\.delivery.lastChange).max()
+        )
     }
 
     private func impulse(
-        _ request: Request, _ context: BasicRequestContext, _ caller: Caller, mark: DeliveryMark.Kind?
+        _ request: Request,
+        _ context: BasicRequestContext,
+        _ caller: Caller,
+        mark: DeliveryMark.Kind?
     ) async throws -> Response {
         let id: ImpulseID
         do { id = try ImpulseID(context.parameters.get("impulse") ?? "") } catch { throw Problem.notFound() }
-        guard let item = try await ledger.item(tenant: caller.tenant.id, user: caller.user.id, impulse: id, mark: mark) else {
+        guard let item = try await ledger.item(tenant: caller.tenant.id, user: caller.user.id, impulse: id, mark: mark)
+        else {
             throw Problem(.notFound, "not-found", "no impulse '\(id)' was delivered to you")
         }
         return try Representation.response(
-            DeliveryItem(item: item, baseURL: caller.baseURL), for: request, lastModified: item.delivery.lastChange
+            DeliveryItem(item: item, baseURL: caller.baseURL),
+            for: request,
+            lastModified: item.delivery.lastChange
         )
     }
 
-    private func profile(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    private func profile(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response
+    {
         let unread = try await ledger.unreadCount(tenant: caller.tenant.id, user: caller.user.id)
-        return try Representation.response(ProfileBody(user: caller.user, tenant: caller.tenant, unreadCount: unread), for: request)
+        return try Representation.response(
+            ProfileBody(user: caller.user, tenant: caller.tenant, unreadCount: unread),
+            for: request
+        )
     }
 
-    private func updatePreferences(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    private func updatePreferences(
+        _ request: Request,
+        _ context: BasicRequestContext,
+        _ caller: Caller
+    ) async throws -> Response {
         let update = try await decode(PreferencesUpdate.self, from: request)
         let (language, preferences) = try Problem.validating { () throws(EngineError) in try update.validated() }
-        try await store.setPreferences(tenant: caller.tenant.id, user: caller.user.id, language: language, preferences: preferences)
-        authenticator.invalidate(StoreChange(sequence: 0, tenant: caller.tenant.id, subject: .profile(caller.user.id), origin: store.nodeID))
+        try await store.setPreferences(
+            tenant: caller.tenant.id,
+            user: caller.user.id,
+            language: language,
+            preferences: preferences
+        )
+        authenticator.invalidate(
+            StoreChange(sequence: 0, tenant: caller.tenant.id, subject: .profile(caller.user.id), origin: store.nodeID)
+        )
         var user = caller.user
         user.language = language
         user.preferences = preferences
         let unread = try await ledger.unreadCount(tenant: caller.tenant.id, user: caller.user.id)
-        return try Representation.response(ProfileBody(user: user, tenant: caller.tenant, unreadCount: unread), for: request)
+        return try Representation.response(
+            ProfileBody(user: user, tenant: caller.tenant, unreadCount: unread),
+            for: request
+        )
     }
 
-    private func putDevice(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    private func putDevice(
+        _ request: Request,
+        _ context: BasicRequestContext,
+        _ caller: Caller
+    ) async throws -> Response {
         let text = context.parameters.get("token") ?? ""
         let token = try Problem.validating { () throws(EngineError) in try DeviceToken(text) }
         let body = try await decode(DeviceBody.self, from: request)
         let outcome = try await registry.register(
-            tenant: caller.tenant, user: caller.user.id, token: token, name: body.name,
+            tenant: caller.tenant,
+            user: caller.user.id,
+            token: token,
+            name: body.name,
             environment: body.environment ?? .production
         )
-        guard let device = try await store.device(tenant: caller.tenant.id, topic: caller.tenant.apnsTopic, token: token) else {
+        guard
+            let device = try await store.device(tenant: caller.tenant.id, topic: caller.tenant.apnsTopic, token: token)
+        else {
             throw Problem.notFound()
         }
-        var response = try Representation.response(DeviceView(device), for: request, status: outcome == .created ? .created : .ok)
+        var response = try Representation.response(
+            DeviceView(device),
+            for: request,
+            status: outcome == .created ? .created : .ok
+        )
         if outcome == .created { response.headers[.location] = "\(caller.prefix)/v1/devices/\(token.rawValue)" }
         return response
     }
 
-    private func deleteDevice(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    private func deleteDevice(
+        _ request: Request,
+        _ context: BasicRequestContext,
+        _ caller: Caller
+    ) async throws -> Response {
         let text = context.parameters.get("token") ?? ""
         let token = try Problem.validating { () throws(EngineError) in try DeviceToken(text) }
         // Idempotent, and silent about tokens of other users: the answer is the same whether or not it was ours.
@@ -106,7 +181,15 @@ extension RESTAPI {
     func addMediaRoutes(_ router: Router<BasicRequestContext>) {
         guard let folder = configuration.mediaDirectory else { return }
         router.group("/media")
-            .add(middleware: FileMiddleware(folder, urlBasePath: "/media", cacheControl: .init([(MediaType(type: .any), [CacheControl.CacheControlValue.public, .maxAge(3600)])])))
+            .add(
+                middleware: FileMiddleware(
+                    folder,
+                    urlBasePath: "/media",
+                    cacheControl: .init([
+                        (MediaType(type: .any), [CacheControl.CacheControlValue.public, .maxAge(3600)])
+                    ])
+                )
+            )
             .get("**") { _, _ -> Response in throw Problem.notFound("no such media file") }
     }
 }

@@ -15,8 +15,12 @@ public struct RESTAPI: Sendable {
     let configuration: RESTConfiguration
 
     public init(
-        tenants: TenantDirectory, authenticator: Authenticator, ledger: DeliveryLedger, registry: TokenRegistry,
-        store: any BrokerStore, configuration: RESTConfiguration
+        tenants: TenantDirectory,
+        authenticator: Authenticator,
+        ledger: DeliveryLedger,
+        registry: TokenRegistry,
+        store: any BrokerStore,
+        configuration: RESTConfiguration
     ) {
         self.tenants = tenants
         self.authenticator = authenticator
@@ -42,7 +46,13 @@ public struct RESTAPI: Sendable {
         let router = Router(context: BasicRequestContext.self, options: [.autoGenerateHeadEndpoints])
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ProblemMiddleware())
-        router.get("/health") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))) }
+        router.get("/health") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
+            )
+        }
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)
         addMediaRoutes(router)
@@ -51,7 +61,9 @@ public struct RESTAPI: Sendable {
 
     /// Registers an authenticated resource under both prefixes, with 405 + `Allow` for every other method.
     func resource(
-        _ router: Router<BasicRequestContext>, _ path: String, scheme: String,
+        _ router: Router<BasicRequestContext>,
+        _ path: String,
+        scheme: String,
         _ handlers: [HTTPRequest.Method: Handler]
     ) {
         var allowed = Set(handlers.keys)
@@ -72,7 +84,9 @@ public struct RESTAPI: Sendable {
             for method in others where !allowed.contains(method) {
                 router.on(RouterPath(prefix + path), method: method) { request, _ -> Response in
                     throw Problem(
-                        .methodNotAllowed, "method-not-allowed", "\(request.method.rawValue) is not allowed here",
+                        .methodNotAllowed,
+                        "method-not-allowed",
+                        "\(request.method.rawValue) is not allowed here",
                         headers: [.allow: allow]
                     )
                 }
@@ -83,7 +97,11 @@ public struct RESTAPI: Sendable {
     private func caller(_ request: Request, _ context: BasicRequestContext, scheme: String) async throws -> Caller {
         let segment = context.parameters.get("tenant")
         let tenant = try await tenants.resolve(segment)
-        let user = try await authenticator.authenticate(request.headers[.authorization], tenant: tenant, logger: context.logger)
+        let user = try await authenticator.authenticate(
+            request.headers[.authorization],
+            tenant: tenant,
+            logger: context.logger
+        )
         let base = configuration.publicBaseURL ?? "\(scheme)://\(request.head.authority ?? "localhost")"
         return Caller(tenant: tenant, user: user, prefix: segment.map { "/t/\($0)" } ?? "", baseURL: base)
     }
@@ -104,10 +122,14 @@ public struct RESTAPI: Sendable {
     }
 
     /// An integer query parameter within `range`, or a 400 naming it.
-    func integer(_ name: String, in request: Request, default value: Int64?, range: ClosedRange<Int64>) throws -> Int64? {
+    func integer(_ name: String, in request: Request, default value: Int64?, range: ClosedRange<Int64>) throws -> Int64?
+    {
         guard let text = request.uri.queryParameters[Substring(name)] else { return value }
         guard let number = Int64(text), range.contains(number) else {
-            throw Problem.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", code: "invalid-query")
+            throw Problem.badRequest(
+                "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)",
+                code: "invalid-query"
+            )
         }
         return number
     }

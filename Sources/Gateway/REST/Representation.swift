@@ -44,7 +44,10 @@ struct Representation {
 
     /// A 200 (or 201) with the body, or a 304 when the client's validators still match.
     static func response(
-        _ value: some Encodable, for request: Request, status: HTTPResponse.Status = .ok, lastModified: Date? = nil
+        _ value: some Encodable,
+        for request: Request,
+        status: HTTPResponse.Status = .ok,
+        lastModified: Date? = nil
     ) throws -> Response {
         let format = format(for: request)
         let (data, contentType) = try encode(value, as: format)

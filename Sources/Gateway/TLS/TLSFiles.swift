@@ -17,13 +17,18 @@ public struct TLSFiles: Sendable {
 
     /// The configured files, or a self-signed pair generated once into `directory` (`tls/`) and reused after.
     public static func configuredOrSelfSigned(
-        certificatePath: String?, privateKeyPath: String?, directory: String, hostnames: [String], logger: Logger
+        certificatePath: String?,
+        privateKeyPath: String?,
+        directory: String,
+        hostnames: [String],
+        logger: Logger
     ) throws -> TLSFiles {
         if let certificatePath, let privateKeyPath {
             return TLSFiles(certificatePath: certificatePath, privateKeyPath: privateKeyPath)
         }
         let files = TLSFiles(
-            certificatePath: directory + "/tls/self-signed.crt", privateKeyPath: directory + "/tls/self-signed.key"
+            certificatePath: directory + "/tls/self-signed.crt",
+            privateKeyPath: directory + "/tls/self-signed.key"
         )
         let manager = FileManager.default
         if manager.fileExists(atPath: files.certificatePath), manager.fileExists(atPath: files.privateKeyPath) {
@@ -32,7 +37,12 @@ public struct TLSFiles: Sendable {
         try manager.createDirectory(atPath: directory + "/tls", withIntermediateDirectories: true)
         let (certificate, key) = try SelfSignedCertificate.make(hostnames: hostnames)
         // The key is written first and only readable by its owner.
-        guard manager.createFile(atPath: files.privateKeyPath, contents: Data(key.utf8), attributes: [.posixPermissions: 0o600]),
+        guard
+            manager.createFile(
+                atPath: files.privateKeyPath,
+                contents: Data(key.utf8),
+                attributes: [.posixPermissions: 0o600]
+            ),
             manager.createFile(atPath: files.certificatePath, contents: Data(certificate.utf8))
         else {
             throw TLSSetupError(message: "cannot write the self-signed certificate into \(directory)/tls")
@@ -47,9 +57,14 @@ public struct TLSFiles: Sendable {
     /// A server TLS configuration offering `h2` and `http/1.1` through ALPN.
     func serverConfiguration() throws -> TLSConfiguration {
         do {
-            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
             let key = try NIOSSLPrivateKey(file: privateKeyPath, format: .pem)
-            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain,
+                privateKey: .privateKey(key)
+            )
             configuration.minimumTLSVersion = .tlsv12
             configuration.applicationProtocols = ["h2", "http/1.1"]
             return configuration
@@ -66,7 +81,10 @@ public struct TLSSetupError: Error, CustomStringConvertible {
 
 /// Generates a P-256 self-signed certificate for local use.
 enum SelfSignedCertificate {
-    static func make(hostnames: [String], validity: TimeInterval = 825 * 86_400) throws -> (certificate: String, key: String) {
+    static func make(
+        hostnames: [String],
+        validity: TimeInterval = 825 * 86_400
+    ) throws -> (certificate: String, key: String) {
         let key = P256.Signing.PrivateKey()
         let certificateKey = Certificate.PrivateKey(key)
         let name = try DistinguishedName {
