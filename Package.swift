@@ -67,6 +67,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            resources: [.copy("Resources/demo-catalog.json")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
