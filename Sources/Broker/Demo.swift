@@ -37,20 +37,20 @@ struct Demo: AsyncParsableCommand {
             logger: logger,
             gracefulShutdownSignals: [.sigterm, .sigint]
         ) { _, port in
-            print(
-                """
+            let banner = """
 
                 Impulse Broker demo is running on https://localhost:\(port) (data in \(settings.dataDirectory)).
                 Users: \(Self.users.map(\.name).joined(separator: ", ")), password "\(Self.password)". Try:
                   curl --http2 -k -u anna:demo https://localhost:\(port)/CurrentImpulse
                   curl --http2 -k -u ben:demo https://localhost:\(port)/v1/me
                   curl --http2 -k -u anna:demo -X POST https://localhost:\(port)/RegisterToken \\
-                       -d '{"DeviceToken": "\(String(repeating: "ab", count: 32))", "DeviceName": "Anna'"'"'s iPhone"}'
+                       -d '{"DeviceToken": "\(String(repeating: "ab", count: 32))", "DeviceName": "iPhone"}'
                 Stop with Ctrl-C; running it again reuses the data.
 
+
                 """
-            )
-            fflush(stdout)
+            // Written straight to the file descriptor: stdout is block-buffered when redirected.
+            FileHandle.standardOutput.write(Data(banner.utf8))
         }
         try await app.run()
     }
