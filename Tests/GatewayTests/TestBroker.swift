@@ -225,3 +225,30 @@ func eventually(seconds: Double = 5, _ condition: () async throws -> Bool) async
     }
     return try await condition()
 }
+
+extension TestBroker {
+    /// One authenticated `GET /CurrentImpulse` against a broker running in another process.
+    static func probe(port: Int, directory: String, _ check: (Reply) throws -> Void) async throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .file(directory + "/tls/self-signed.crt")
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        do {
+            var request = HTTPClientRequest(url: "https://127.0.0.1:\(port)/CurrentImpulse")
+            request.headers.add(name: "Authorization", value: "Basic " + Data("anna:demo".utf8).base64EncodedString())
+            let response = try await client.execute(request, timeout: .seconds(20))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            try check(
+                Reply(
+                    status: Int(response.status.code),
+                    headers: response.headers,
+                    body: Data(body.readableBytesView),
+                    version: response.version
+                )
+            )
+        } catch {
+            try await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+}

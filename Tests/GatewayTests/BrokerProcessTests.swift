@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+/// Runs the real `broker` executable that `swift test` builds next to the test bundle.
+struct BrokerProcess {
+    static var executable: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("broker")
+    }
+
+    /// Runs an admin command to completion and returns its exit code and output.
+    @discardableResult
+    static func run(
+        _ arguments: [String],
+        dataDirectory: String,
+        stdin: String? = nil
+    ) throws -> (
+        status: Int32, output: String, error: String
+    ) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments + ["--data-dir", dataDirectory]
+        process.environment = ["BROKER_BCRYPT_COST": "4", "PATH": "/usr/bin:/bin"]
+        let output = Pipe()
+        let error = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    }
+}
+
+@Suite("The broker executable", .timeLimit(.minutes(2)))
+struct BrokerProcessTests {
+    @Test("Admin commands create a tenant, users and a catalog, and report bad input with a non-zero exit")
+    func adminCommands() throws {
+        let data = TestBroker.temporaryDirectory()
+        #expect(try BrokerProcess.run(["tenant", "create", "acme", "--name", "Acme"], dataDirectory: data).status == 0)
+        let duplicate = try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
+        #expect(duplicate.status != 0)
+        #expect(duplicate.error.contains("already exists"))
+        #expect(try BrokerProcess.run(["tenant", "create", "Not Valid"], dataDirectory: data).status != 0)
+        let added = try BrokerProcess.run(
+            ["user", "add", "acme", "zoë", "--password-stdin", "--language", "de", "--time-zone", "Europe/Vienna"],
+            dataDirectory: data,
+            stdin: "pä:ss%&\n"
+        )
+        #expect(added.status == 0, "\(added.error)")
+        #expect(
+            try BrokerProcess.run(["user", "add", "acme", "x", "--password-stdin"], dataDirectory: data, stdin: "\n")
+                .status != 0
+        )
+        #expect(
+            try BrokerProcess.run(
+                ["user", "add", "acme", "y", "--time-zone", "Mars/Base", "--password", "p"],
+                dataDirectory: data
+            ).status != 0
+        )
+        let catalog = data + "/catalog.json"
+        try Data(
+            #"""
+            {"items": [{"workingID": "w1", "language": "DE", "title": "T", "descriptionShort": "S", "description": "D",
+              "duration": 2, "action": "read", "single": true, "imageURLs": [], "videoURL": null, "webURL": null,
+              "lifeArea": "family"}]}
+            """#.utf8
+        ).write(to: URL(fileURLWithPath: catalog))
+        let imported = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        #expect(imported.output.contains("1 new"), "\(imported.error)")
+        try Data(#"{"items": [{"workingID": "w2"}]}"#.utf8).write(to: URL(fileURLWithPath: catalog))
+        let rejected = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        #expect(rejected.status != 0)
+        #expect(rejected.error.contains("missing member"))
+        #expect(try BrokerProcess.run(["deliver", "acme", "zoë", "w1"], dataDirectory: data).status == 0)
+        #expect(try BrokerProcess.run(["user", "disable", "acme", "zoë"], dataDirectory: data).status == 0)
+        let listed = try BrokerProcess.run(["user", "list", "acme"], dataDirectory: data)
+        #expect(listed.output.contains("zoë\tdisabled\tDE\tEurope/Vienna"))
+        #expect(!listed.output.contains("pä:ss"))
+    }
+
+    @Test("broker demo seeds once, serves, stops on SIGTERM, and restarts on the same data without duplicates")
+    func demoRestarts() async throws {
+        let data = TestBroker.temporaryDirectory()
+        for _ in 0..<2 {
+            let process = Process()
+            process.executableURL = BrokerProcess.executable
+            process.arguments = ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error"]
+            process.environment = ["BROKER_BCRYPT_COST": "4"]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            var banner = ""
+            while !banner.contains("Stop with Ctrl-C") {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                banner += String(decoding: chunk, as: UTF8.self)
+            }
+            let port = try #require(banner.firstMatch(of: /https:\/\/localhost:(\d+)/).flatMap { Int($0.1) })
+            try await TestBroker.probe(port: port, directory: data) { reply in
+                #expect(reply.status == 200)
+                #expect((reply.json["items"] as? [Any])?.count == 2)
+            }
+            process.terminate()  // SIGTERM: graceful shutdown
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+        }
+    }
+}
