@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .target(
             name: "Engine",
             dependencies: [
@@ -40,6 +41,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "Engine",
+                "CNGHTTP2",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),

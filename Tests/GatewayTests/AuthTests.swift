@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Engine
 import Foundation
 import Gateway
@@ -71,6 +72,38 @@ struct AuthTests {
     }
 }
 
+@Suite("Transport limits", .timeLimit(.minutes(2)))
+struct TransportLimitTests {
+    @Test("A header list over 16 KiB is refused before it reaches a route, on HTTP/1.1 and HTTP/2")
+    func headerLimit() async throws {
+        let big = [("X-Padding", String(repeating: "x", count: 20_000))]
+        try await TestBroker.run(http1Only: true) { broker in
+            // HTTP/1.1 answers 400 and closes; a client may see only the close.
+            let status = try? await broker.send(.GET, "/v1/me", headers: big, timeout: .seconds(2)).status
+            #expect(status == nil || status == 400)
+            let served = try await Self.freshRequestSucceeds(broker)
+            #expect(served)
+        }
+        try await TestBroker.run { broker in
+            // swift-nio-http2 answers with a stream or connection error rather than a status.
+            let status = try? await broker.send(.GET, "/v1/me", headers: big, timeout: .seconds(2)).status
+            #expect(status != 200)
+            let served = try await Self.freshRequestSucceeds(broker)
+            #expect(served)
+        }
+    }
+
+    /// A new client (the old one's connection may be gone) still gets served.
+    static func freshRequestSucceeds(_ broker: TestBroker) async throws -> Bool {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: broker.clientConfiguration)
+        var request = HTTPClientRequest(url: "https://127.0.0.1:\(broker.httpsPort)/health")
+        request.method = .GET
+        let status = try? await client.execute(request, timeout: .seconds(10)).status.code
+        try await client.shutdown()
+        return status == 200
+    }
+}
+
 @Suite("Tenants", .timeLimit(.minutes(2)))
 struct TenantTests {
     @Test("The same username in two tenants is two users, and nothing crosses between them")
@@ -131,6 +164,8 @@ struct TenantTests {
             let wrongDevice = try await broker.send(.POST, "/v1/devices/abcd", body: "{}")
             #expect(wrongDevice.status == 405)
             #expect(wrongDevice.headers["allow"].first == "DELETE, OPTIONS, PUT")
+            let health = try await broker.send(.GET, "/health", user: nil)
+            #expect(health.status == 200 && health.json["status"] as? String == "ok")
             let options = try await broker.send(.OPTIONS, "/RegisterToken", user: nil)
             #expect(options.status == 204)
             #expect(options.headers["allow"].first == "OPTIONS, POST")

@@ -11,14 +11,16 @@ struct BrokerProcess {
     @discardableResult
     static func run(
         _ arguments: [String],
-        dataDirectory: String,
+        dataDirectory: String?,
         stdin: String? = nil
     ) throws -> (
         status: Int32, output: String, error: String
     ) {
         let process = Process()
         process.executableURL = executable
-        process.arguments = arguments + ["--data-dir", dataDirectory]
+        var all = arguments
+        if let dataDirectory { all += ["--data-dir", dataDirectory] }
+        process.arguments = all
         process.environment = ["BROKER_BCRYPT_COST": "4", "PATH": "/usr/bin:/bin"]
         let output = Pipe()
         let error = Pipe()
@@ -78,9 +80,36 @@ struct BrokerProcessTests {
         #expect(rejected.error.contains("missing member"))
         #expect(try BrokerProcess.run(["deliver", "acme", "zoë", "w1"], dataDirectory: data).status == 0)
         #expect(try BrokerProcess.run(["user", "disable", "acme", "zoë"], dataDirectory: data).status == 0)
+        let changed = try BrokerProcess.run(
+            ["user", "set-password", "acme", "zoë", "--password-stdin"],
+            dataDirectory: data,
+            stdin: "neu\n"
+        )
+        #expect(changed.status == 0)
+        #expect(try BrokerProcess.run(["user", "disable", "acme", "nobody"], dataDirectory: data).status != 0)
         let listed = try BrokerProcess.run(["user", "list", "acme"], dataDirectory: data)
         #expect(listed.output.contains("zoë\tdisabled\tDE\tEurope/Vienna"))
         #expect(!listed.output.contains("pä:ss"))
+    }
+
+    @Test("A configuration file sets the data directory; a broken one stops the command with its reason")
+    func configurationFile() throws {
+        let none: String? = nil
+        let folder = TestBroker.temporaryDirectory()
+        let config = folder + "/broker.json"
+        try Data(#"{"dataDirectory": "\#(folder)/from-file", "bcryptCost": 4}"#.utf8).write(
+            to: URL(fileURLWithPath: config)
+        )
+        #expect(
+            try BrokerProcess.run(["tenant", "create", "filed", "--config", config], dataDirectory: none).status == 0
+        )
+        #expect(FileManager.default.fileExists(atPath: folder + "/from-file/broker.sqlite"))
+        let listed = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        #expect(listed.output.hasPrefix("filed\t"))
+        try Data(#"{"bcryptCost": "high"}"#.utf8).write(to: URL(fileURLWithPath: config))
+        let broken = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        #expect(broken.status != 0)
+        #expect(broken.error.contains("bcryptCost"))
     }
 
     @Test("broker demo seeds once, serves, stops on SIGTERM, and restarts on the same data without duplicates")

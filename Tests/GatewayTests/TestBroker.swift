@@ -98,6 +98,7 @@ struct TestBroker: Sendable {
     let httpsPort: Int
     let plainPort: Int?
     let client: HTTPClient
+    let clientConfiguration: HTTPClient.Configuration
 
     static let logger: Logger = {
         var logger = Logger(label: "test")
@@ -154,7 +155,8 @@ struct TestBroker: Sendable {
                 application: application,
                 httpsPort: bound[.https] ?? 0,
                 plainPort: bound[.plain],
-                client: client
+                client: client,
+                clientConfiguration: clientConfiguration
             )
             do {
                 try await body(broker)
@@ -188,7 +190,8 @@ struct TestBroker: Sendable {
         password: String? = nil,
         headers: [(String, String)] = [],
         body: String? = nil,
-        plain: Bool = false
+        plain: Bool = false,
+        timeout: TimeAmount = .seconds(20)
     ) async throws -> Reply {
         let base = plain ? "http://127.0.0.1:\(plainPort ?? 0)" : "https://127.0.0.1:\(httpsPort)"
         var request = HTTPClientRequest(url: base + path)
@@ -205,7 +208,7 @@ struct TestBroker: Sendable {
         }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
-        let response = try await client.execute(request, timeout: .seconds(20))
+        let response = try await client.execute(request, timeout: timeout)
         let collected = try await response.body.collect(upTo: 16 << 20)
         return Reply(
             status: Int(response.status.code),

@@ -1,0 +1,238 @@
+import CNGHTTP2
+import NIOCore
+
+/// Drives one `NGHTTP2Session` from a SwiftNIO channel: one handler per connection, no child channel per stream.
+///
+/// Client side, it matches responses to waiting promises by stream id and enforces deadlines; server side, it
+/// hands each complete request to `onRequest`. Everything runs on the channel's event loop.
+final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    struct Configuration {
+        var role: NGHTTP2Session.Role
+        /// SETTINGS_MAX_CONCURRENT_STREAMS we announce (servers) — the peer may open at most this many streams.
+        var maxConcurrentStreams: UInt32 = 1000
+        var initialWindowSize: UInt32 = 1 << 20
+        var maximumBodySize = 1 << 20
+    }
+
+    private let configuration: Configuration
+    private var session: NGHTTP2Session?
+    private var context: ChannelHandlerContext?
+    private var pending: [Int32: (promise: EventLoopPromise<HTTP2Message>, deadline: Scheduled<Void>?)] = [:]
+    private var goingAway = false
+    private var settingsReceived: EventLoopPromise<Void>?
+    /// Server side: receives each request with a way to answer it (on this event loop).
+    var onRequest: ((Int32, HTTP2Message, HTTP2ConnectionHandler) -> Void)?
+    /// Every event, for owners that track settings, GOAWAY and closes.
+    var onEvent: ((HTTP2Event) -> Void)?
+
+    init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard session == nil else { return }
+        do {
+            session = try NGHTTP2Session(
+                role: configuration.role,
+                settings: [
+                    (NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams),
+                    (NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, configuration.initialWindowSize),
+                    (NGHTTP2_SETTINGS_ENABLE_PUSH, 0),
+                ],
+                maximumBodySize: configuration.maximumBodySize
+            )
+            flush()
+        } catch {
+            context.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session else { return }
+        do {
+            dispatch(try session.receive(unwrapInboundIn(data)))
+            flush()
+        } catch {
+            failAll(HTTP2EngineError(.session, errorCode: HTTP2ErrorCode.protocolError, "\(error)"))
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        failAll(HTTP2EngineError(.connectionClosed, "the connection closed"))
+        onEvent?(.connectionClosed)
+        session = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failAll(HTTP2EngineError(.connectionClosed, "\(error)"))
+        context.close(promise: nil)
+    }
+
+    // MARK: Client
+
+    /// Sends a request; the promise completes with the response, or fails on reset, deadline or close.
+    func request(
+        _ headers: [HTTP2Header],
+        body: ByteBuffer?,
+        deadline: TimeAmount,
+        promise: EventLoopPromise<HTTP2Message>
+    ) {
+        guard let session, let context, !goingAway else {
+            promise.fail(HTTP2EngineError(.notProcessed, "the connection is closing"))
+            return
+        }
+        do {
+            let streamID = try session.submitRequest(headers: headers, body: body)
+            let timer: Scheduled<Void> = context.eventLoop.assumeIsolated().scheduleTask(in: deadline) { [weak self] in
+                guard let self else { return }
+                self.expire(streamID)
+            }
+            pending[streamID] = (promise, timer)
+            flush()
+        } catch {
+            promise.fail(error)
+        }
+    }
+
+    private func expire(_ streamID: Int32) {
+        guard let entry = pending.removeValue(forKey: streamID) else { return }
+        session?.resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
+        entry.promise.fail(
+            HTTP2EngineError(.deadlineExceeded, errorCode: HTTP2ErrorCode.cancel, "no answer before the deadline")
+        )
+        flush()
+    }
+
+    var inFlight: Int { pending.count }
+    var remoteMaxConcurrentStreams: UInt32 { session?.remoteMaxConcurrentStreams ?? 1 }
+    var isUsable: Bool { session != nil && !goingAway && context?.channel.isActive == true }
+
+    func ping() {
+        session?.submitPing()
+        flush()
+    }
+
+    // MARK: Server
+
+    /// Answers a request. Without a body the answer is one HEADERS frame with END_STREAM.
+    func respond(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) {
+        guard let session else { return }
+        do {
+            try session.submitResponse(streamID: streamID, headers: headers, body: body)
+        } catch {
+            session.resetStream(streamID, errorCode: HTTP2ErrorCode.internalError)
+        }
+        flush()
+    }
+
+    func resetStream(_ streamID: Int32, errorCode: UInt32) {
+        session?.resetStream(streamID, errorCode: errorCode)
+        flush()
+    }
+
+    /// Announces new SETTINGS (a server changing its stream limit at run time).
+    func announce(maxConcurrentStreams: UInt32) {
+        try? session?.submitSettings([(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, maxConcurrentStreams)])
+        flush()
+    }
+
+    /// Sends GOAWAY naming `lastStreamID` (default: the last stream processed); the connection closes once
+    /// open streams finish, or at once with `close`.
+    func goAway(errorCode: UInt32, debugData: String, lastStreamID: Int32? = nil, close: Bool) {
+        session?.submitGoAway(errorCode: errorCode, debugData: debugData, lastStreamID: lastStreamID)
+        flush()
+        if close { context?.close(promise: nil) }
+    }
+
+    // MARK: Plumbing
+
+    private func dispatch(_ events: [HTTP2Event]) {
+        for event in events {
+            switch event {
+            case .message(let streamID, let message):
+                if configuration.role == .server {
+                    onRequest?(streamID, message, self)
+                } else if let entry = pending.removeValue(forKey: streamID) {
+                    entry.deadline?.cancel()
+                    entry.promise.succeed(message)
+                }
+            case .streamClosed(let streamID, let errorCode):
+                if let entry = pending.removeValue(forKey: streamID) {
+                    entry.deadline?.cancel()
+                    let code: HTTP2EngineError.Code =
+                        errorCode == HTTP2ErrorCode.refusedStream ? .notProcessed : .streamReset
+                    entry.promise.fail(
+                        HTTP2EngineError(code, errorCode: errorCode, "the stream closed without an answer")
+                    )
+                }
+            case .goAway(let lastStreamID, let errorCode, let debugData):
+                goingAway = true
+                // Streams above the last one the peer processed were never seen: they may be resent elsewhere.
+                for streamID in pending.keys where streamID > lastStreamID {
+                    if let entry = pending.removeValue(forKey: streamID) {
+                        entry.deadline?.cancel()
+                        entry.promise.fail(HTTP2EngineError(.notProcessed, errorCode: errorCode, debugData))
+                    }
+                }
+            case .remoteSettings:
+                settingsReceived?.succeed()
+                settingsReceived = nil
+            case .pingAcknowledged, .connectionClosed:
+                break
+            }
+            onEvent?(event)
+        }
+    }
+
+    private func flush() {
+        guard let session, let context else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            let events = try session.drainOutput(into: &buffer)
+            if buffer.readableBytes > 0 { context.writeAndFlush(wrapOutboundOut(buffer), promise: nil) }
+            dispatch(events)
+            if !session.isAlive { context.close(promise: nil) }
+        } catch {
+            failAll(HTTP2EngineError(.session, "\(error)"))
+            context.close(promise: nil)
+        }
+    }
+
+    /// Completes when the peer's first SETTINGS frame has arrived (a client must not open streams before it
+    /// knows the peer's stream limit).
+    func whenSettingsReceived(promise: EventLoopPromise<Void>) {
+        if session?.remoteSettingsSeen == true {
+            promise.succeed()
+        } else {
+            settingsReceived = promise
+        }
+    }
+
+    private func failAll(_ error: HTTP2EngineError) {
+        settingsReceived?.fail(error)
+        settingsReceived = nil
+        let entries = pending
+        pending.removeAll()
+        for entry in entries.values {
+            entry.deadline?.cancel()
+            entry.promise.fail(error)
+        }
+    }
+}

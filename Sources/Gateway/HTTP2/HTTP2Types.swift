@@ -1,0 +1,94 @@
+import NIOCore
+
+/// One header field of an HTTP/2 header block (pseudo-headers such as `:status` included).
+public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
+    public var name: String
+    public var value: String
+
+    /// HTTP/2 requires lower-case field names; the name is lower-cased here.
+    public init(_ name: String, _ value: String) {
+        self.name = name.lowercased()
+        self.value = value
+    }
+
+    public var description: String { "\(name): \(value)" }
+}
+
+/// A complete HTTP/2 message, request or response: its header block and its whole body.
+///
+/// The engine delivers messages whole because both of its users exchange small ones (APNs payloads are at most
+/// 4 KiB, answers a few hundred bytes); bodies are capped by the session's `maximumBodySize`.
+public struct HTTP2Message: Sendable {
+    public var headers: [HTTP2Header]
+    public var body: ByteBuffer
+
+    public init(headers: [HTTP2Header], body: ByteBuffer = ByteBuffer()) {
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first value of a field.
+    public subscript(_ name: String) -> String? {
+        headers.first { $0.name == name }?.value
+    }
+
+    /// `:status` as a number, for responses.
+    public var status: Int? { self[":status"].flatMap { Int($0) } }
+}
+
+/// What a connection reports, on its event loop, as nghttp2 parses frames.
+public enum HTTP2Event: Sendable {
+    /// A whole message arrived: a request on a server, a response on a client.
+    case message(streamID: Int32, HTTP2Message)
+    /// A stream closed; `errorCode` is 0 for a normal close, else the RST_STREAM or connection error code.
+    case streamClosed(streamID: Int32, errorCode: UInt32)
+    /// The peer's SETTINGS arrived or changed.
+    case remoteSettings(maxConcurrentStreams: UInt32)
+    /// The peer is going away: streams above `lastStreamID` were not processed and may be retried elsewhere.
+    case goAway(lastStreamID: Int32, errorCode: UInt32, debugData: String)
+    /// The peer acknowledged our PING.
+    case pingAcknowledged
+    /// The TCP connection closed.
+    case connectionClosed
+}
+
+/// HTTP/2 error codes (RFC 9113 section 7) the broker uses by name.
+public enum HTTP2ErrorCode {
+    public static let noError: UInt32 = 0x0
+    public static let protocolError: UInt32 = 0x1
+    public static let internalError: UInt32 = 0x2
+    public static let refusedStream: UInt32 = 0x7
+    public static let cancel: UInt32 = 0x8
+    public static let enhanceYourCalm: UInt32 = 0xb
+}
+
+/// Failures of the HTTP/2 engine.
+public struct HTTP2EngineError: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable {
+        let name: String
+        /// nghttp2 refused a call or the peer broke the protocol.
+        public static let session = Code(name: "session")
+        /// The peer reset the stream (see `errorCode`).
+        public static let streamReset = Code(name: "stream-reset")
+        /// The request's deadline passed; the stream was cancelled.
+        public static let deadlineExceeded = Code(name: "deadline-exceeded")
+        /// The connection closed (or is going away) before an answer came.
+        public static let connectionClosed = Code(name: "connection-closed")
+        /// The stream was not processed by the peer (GOAWAY above it, or REFUSED_STREAM): safe to resend.
+        public static let notProcessed = Code(name: "not-processed")
+    }
+
+    public var code: Code
+    public var errorCode: UInt32
+    public var detail: String
+
+    public init(_ code: Code, errorCode: UInt32 = 0, _ detail: String = "") {
+        self.code = code
+        self.errorCode = errorCode
+        self.detail = detail
+    }
+
+    public var description: String {
+        "HTTP/2 \(code.name) (error code \(errorCode))\(detail.isEmpty ? "" : ": \(detail)")"
+    }
+}

@@ -1,0 +1,335 @@
+import CNGHTTP2
+import NIOCore
+
+/// One libnghttp2 session: frames in, frames out, events up. Confined to its channel's event loop.
+///
+/// Memory safety at the C boundary rests on three rules:
+/// - nghttp2 calls back only from inside `receive` and `drainOutput`, which this object runs, so the unretained
+///   `self` it passes as user data is always alive (the session is deleted in `deinit`, before `self` goes away);
+/// - header names and values are copied by nghttp2 during `submit*` (no `NO_COPY` flags), so the Swift storage
+///   only has to live for the call;
+/// - outbound bodies stay in `outboundBodies`, owned by Swift, and are read by stream id, never by pointer.
+/// Events raised inside callbacks are queued and handed out after nghttp2 returns, so an event handler may
+/// submit frames without re-entering the session.
+final class NGHTTP2Session {
+    enum Role { case client, server }
+
+    private struct InboundStream {
+        var headers: [HTTP2Header] = []
+        var body = ByteBuffer()
+        var oversized = false
+    }
+
+    // nghttp2 owns what this points to; `deinit` frees it.
+    private var session: OpaquePointer?
+    private var inbound: [Int32: InboundStream] = [:]
+    private var outboundBodies: [Int32: ByteBuffer] = [:]
+    private var events: [HTTP2Event] = []
+    private let maximumBodySize: Int
+    let role: Role
+    private(set) var remoteSettingsSeen = false
+
+    /// Creates the session and queues the connection preface (client) and our SETTINGS.
+    init(role: Role, settings: [(id: nghttp2_settings_id, value: UInt32)], maximumBodySize: Int = 1 << 20) throws {
+        self.role = role
+        self.maximumBodySize = maximumBodySize
+        var callbacks: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
+            throw HTTP2EngineError(.session, "cannot allocate nghttp2 callbacks")
+        }
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        Self.install(callbacks)
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        let created =
+            role == .client
+            ? nghttp2_session_client_new(&session, callbacks, userData)
+            : nghttp2_session_server_new(&session, callbacks, userData)
+        guard created == 0, session != nil else { throw HTTP2EngineError(.session, "cannot create an nghttp2 session") }
+        try submitSettings(settings)
+    }
+
+    deinit {
+        nghttp2_session_del(session)
+    }
+
+    // MARK: I/O
+
+    /// Feeds received bytes to nghttp2; returns the events they produced.
+    func receive(_ buffer: ByteBuffer) throws -> [HTTP2Event] {
+        let consumed = buffer.withUnsafeReadableBytes { bytes -> Int in
+            guard let base = bytes.baseAddress else { return 0 }
+            return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        }
+        if consumed < 0 {
+            throw HTTP2EngineError(.session, errorCode: HTTP2ErrorCode.protocolError, Self.describe(consumed))
+        }
+        return takeEvents()
+    }
+
+    /// Moves every frame nghttp2 has queued into `buffer`; returns the events sending produced (stream closes).
+    func drainOutput(into buffer: inout ByteBuffer) throws -> [HTTP2Event] {
+        while true {
+            var chunk: UnsafePointer<UInt8>?
+            let count = nghttp2_session_mem_send(session, &chunk)
+            if count < 0 { throw HTTP2EngineError(.session, Self.describe(count)) }
+            guard count > 0, let chunk else { break }
+            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
+        }
+        return takeEvents()
+    }
+
+    /// Whether the session still wants to talk (false after GOAWAY has been exchanged and streams are done).
+    var isAlive: Bool {
+        nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
+    }
+
+    var remoteMaxConcurrentStreams: UInt32 {
+        nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+    }
+
+    // MARK: Submitting frames
+
+    /// Queues a request; returns its stream id.
+    func submitRequest(headers: [HTTP2Header], body: ByteBuffer?) throws -> Int32 {
+        let streamID = withNameValues(headers) { nva, count in
+            if body != nil {
+                var provider = Self.bodyProvider()
+                return nghttp2_submit_request(session, nil, nva, count, &provider, nil)
+            }
+            return nghttp2_submit_request(session, nil, nva, count, nil, nil)
+        }
+        if streamID < 0 { throw HTTP2EngineError(.session, Self.describe(Int(streamID))) }
+        if let body { outboundBodies[streamID] = body }
+        return streamID
+    }
+
+    /// Queues a response. Without a body the HEADERS frame carries END_STREAM, as APNs' answers do.
+    func submitResponse(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) throws {
+        let hasBody = body.map { $0.readableBytes > 0 } ?? false
+        if hasBody, let body { outboundBodies[streamID] = body }
+        let result = withNameValues(headers) { nva, count in
+            if hasBody {
+                var provider = Self.bodyProvider()
+                return nghttp2_submit_response(session, streamID, nva, count, &provider)
+            }
+            return nghttp2_submit_response(session, streamID, nva, count, nil)
+        }
+        if result != 0 {
+            outboundBodies[streamID] = nil
+            throw HTTP2EngineError(.session, Self.describe(Int(result)))
+        }
+    }
+
+    func submitSettings(_ settings: [(id: nghttp2_settings_id, value: UInt32)]) throws {
+        var entries = settings.map { nghttp2_settings_entry(settings_id: Int32($0.id.rawValue), value: $0.value) }
+        let result = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        if result != 0 { throw HTTP2EngineError(.session, Self.describe(Int(result))) }
+    }
+
+    func submitGoAway(errorCode: UInt32, debugData: String, lastStreamID: Int32?) {
+        var bytes = Array(debugData.utf8)
+        let lastStream = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        _ = nghttp2_submit_goaway(
+            session,
+            UInt8(NGHTTP2_FLAG_NONE.rawValue),
+            lastStream,
+            errorCode,
+            &bytes,
+            bytes.count
+        )
+    }
+
+    func submitPing() {
+        _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+    }
+
+    func resetStream(_ streamID: Int32, errorCode: UInt32) {
+        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode)
+    }
+
+    // MARK: Callbacks (called by nghttp2 from inside `receive` and `drainOutput` only)
+
+    private func takeEvents() -> [HTTP2Event] {
+        defer { events.removeAll(keepingCapacity: true) }
+        return events
+    }
+
+    fileprivate func beginHeaders(_ streamID: Int32) {
+        if inbound[streamID] == nil { inbound[streamID] = InboundStream() }
+    }
+
+    fileprivate func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        inbound[streamID, default: InboundStream()].headers.append(
+            HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+        )
+    }
+
+    fileprivate func data(_ streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
+        guard var stream = inbound[streamID], !stream.oversized else { return }
+        if stream.body.readableBytes + bytes.count > maximumBodySize {
+            stream.oversized = true
+            inbound[streamID] = stream
+            resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
+            return
+        }
+        inbound[streamID] = nil  // keep the buffer uniquely referenced while appending
+        stream.body.writeBytes(UnsafeRawBufferPointer(bytes))
+        inbound[streamID] = stream
+    }
+
+    fileprivate func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let header = frame.pointee.hd
+        let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+        switch Int(header.type) {
+        case Int(NGHTTP2_HEADERS.rawValue), Int(NGHTTP2_DATA.rawValue):
+            guard endStream, let stream = inbound.removeValue(forKey: header.stream_id), !stream.oversized else {
+                return
+            }
+            events.append(
+                .message(streamID: header.stream_id, HTTP2Message(headers: stream.headers, body: stream.body))
+            )
+        case Int(NGHTTP2_SETTINGS.rawValue):
+            if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
+                remoteSettingsSeen = true
+                events.append(.remoteSettings(maxConcurrentStreams: remoteMaxConcurrentStreams))
+            }
+        case Int(NGHTTP2_GOAWAY.rawValue):
+            let goaway = frame.pointee.goaway
+            var debug = ""
+            if let data = goaway.opaque_data, goaway.opaque_data_len > 0 {
+                debug = String(decoding: UnsafeBufferPointer(start: data, count: goaway.opaque_data_len), as: UTF8.self)
+            }
+            events.append(.goAway(lastStreamID: goaway.last_stream_id, errorCode: goaway.error_code, debugData: debug))
+        case Int(NGHTTP2_PING.rawValue):
+            if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { events.append(.pingAcknowledged) }
+        default:
+            break
+        }
+    }
+
+    fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        inbound[streamID] = nil
+        outboundBodies[streamID] = nil
+        events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
+    }
+
+    /// Copies the next part of a stream's outbound body into nghttp2's buffer.
+    fileprivate func readBody(
+        _ streamID: Int32,
+        into target: UnsafeMutablePointer<UInt8>,
+        capacity: Int,
+        flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
+        guard var body = outboundBodies.removeValue(forKey: streamID) else {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        let count = min(capacity, body.readableBytes)
+        body.withUnsafeReadableBytes { bytes in
+            if let base = bytes.baseAddress {
+                target.update(from: base.assumingMemoryBound(to: UInt8.self), count: count)
+            }
+        }
+        body.moveReaderIndex(forwardBy: count)
+        if body.readableBytes == 0 {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+        } else {
+            outboundBodies[streamID] = body
+        }
+        return count
+    }
+
+    // MARK: Plumbing
+
+    private static func session(_ userData: UnsafeMutableRawPointer?) -> NGHTTP2Session? {
+        userData.map { Unmanaged<NGHTTP2Session>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    private static func bodyProvider() -> nghttp2_data_provider {
+        var provider = nghttp2_data_provider()
+        provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
+            guard let session = NGHTTP2Session.session(userData), let buffer, let flags else {
+                return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+            }
+            return session.readBody(streamID, into: buffer, capacity: length, flags: flags)
+        }
+        return provider
+    }
+
+    private static func install(_ callbacks: OpaquePointer) {
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
+            guard let frame, let session = NGHTTP2Session.session(userData) else { return 0 }
+            session.beginHeaders(frame.pointee.hd.stream_id)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _,
+            frame,
+            name,
+            nameLength,
+            value,
+            valueLength,
+            _,
+            userData in
+            guard let frame, let name, let value, let session = NGHTTP2Session.session(userData) else { return 0 }
+            session.header(
+                frame.pointee.hd.stream_id,
+                name: UnsafeBufferPointer(start: name, count: nameLength),
+                value: UnsafeBufferPointer(start: value, count: valueLength)
+            )
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
+            guard let data, let session = NGHTTP2Session.session(userData) else { return 0 }
+            session.data(streamID, UnsafeBufferPointer(start: data, count: length))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+            guard let frame, let session = NGHTTP2Session.session(userData) else { return 0 }
+            session.frameReceived(frame)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+            NGHTTP2Session.session(userData)?.streamClosed(streamID, errorCode: errorCode)
+            return 0
+        }
+    }
+
+    /// Calls `body` with an nghttp2 name/value array over one contiguous copy of the header block.
+    private func withNameValues<T>(_ headers: [HTTP2Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
+        var storage: [UInt8] = [0]
+        var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+        for header in headers {
+            let name = storage.count
+            storage.append(contentsOf: header.name.utf8)
+            let value = storage.count
+            storage.append(contentsOf: header.value.utf8)
+            spans.append((name, header.name.utf8.count, value, header.value.utf8.count))
+        }
+        return storage.withUnsafeMutableBufferPointer { bytes in
+            // `storage` starts with one byte, so the base address exists.
+            let base = bytes.baseAddress!
+            let nva = spans.map {
+                nghttp2_nv(
+                    name: base + $0.name,
+                    value: base + $0.value,
+                    namelen: $0.nameLength,
+                    valuelen: $0.valueLength,
+                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                )
+            }
+            return nva.withUnsafeBufferPointer { pointer in
+                // An empty header block still gets a valid pointer from a one-element dummy.
+                guard let start = pointer.baseAddress else {
+                    var empty = nghttp2_nv()
+                    return body(&empty, 0)
+                }
+                return body(start, pointer.count)
+            }
+        }
+    }
+
+    static func describe(_ code: Int) -> String {
+        String(cString: nghttp2_strerror(Int32(code)))
+    }
+}
