@@ -161,9 +161,7 @@ struct HTTP2EngineTests {
     @Test("GOAWAY: streams the server never processed fail as not processed, and the debug data arrives")
     func goAway() async throws {
         let seen = NIOLockedValueBox<[HTTP2Event]>([])
-        let pair = try await EnginePair.start(onEvent: { event in seen.withLockedValue { $0.append(event) } }) {
-            request,
-            connection in
+        let respond: @Sendable (HTTP2ServerRequest, HTTP2ServerConnection) -> Void = { request, connection in
             // The first request is answered; the second triggers GOAWAY naming the first as the last processed.
             if request.message[":path"] == "/first" {
                 request.respond(status: 200)
@@ -175,6 +173,10 @@ struct HTTP2EngineTests {
                 )
             }
         }
+        let pair = try await EnginePair.start(
+            onEvent: { event in seen.withLockedValue { $0.append(event) } },
+            onRequest: respond
+        )
         #expect(try await pair.client.send(EnginePair.post("/first").0, deadline: .seconds(5)).status == 200)
         let error = await #expect(throws: HTTP2EngineError.self) {
             try await pair.client.send(EnginePair.post("/second").0, deadline: .seconds(5))
