@@ -8,7 +8,11 @@ struct PushOutcomePolicyTests {
     let policy = PushOutcomePolicy(maximumAttempts: 3, baseBackoff: .milliseconds(100), maximumBackoff: .seconds(1))
 
     func action(_ status: Int, _ reason: String, timestamp: Date? = nil, attempt: Int = 1) -> PushAction {
-        policy.action(for: .rejected(status: status, reason: reason, timestamp: timestamp), attempt: attempt, jitter: 0.5)
+        policy.action(
+            for: .rejected(status: status, reason: reason, timestamp: timestamp),
+            attempt: attempt,
+            jitter: 0.5
+        )
     }
 
     @Test("Every reason of the APNs table maps to its action")
@@ -47,12 +51,17 @@ struct PushOutcomePolicyTests {
 
     @Test("Retries back off exponentially with jitter, are capped, and stop after the last attempt")
     func backoff() {
-        #expect(action(500, "InternalServerError", attempt: 2) == .retry(backoff: .milliseconds(200), newConnection: false))
+        #expect(
+            action(500, "InternalServerError", attempt: 2) == .retry(backoff: .milliseconds(200), newConnection: false)
+        )
         #expect(action(500, "InternalServerError", attempt: 3) == .drop(alert: true))
         #expect(action(403, "ExpiredProviderToken", attempt: 3) == .drop(alert: true))
         #expect(policy.backoff(attempt: 10, jitter: 1) == .milliseconds(1500))
         #expect(policy.backoff(attempt: 1, jitter: 0) == .milliseconds(50))
         let failure = PushResult.transportFailure(description: "reset", resendable: true)
-        #expect(policy.action(for: failure, attempt: 3, jitter: 0.5) == .retry(backoff: .milliseconds(200), newConnection: true))
+        #expect(
+            policy.action(for: failure, attempt: 3, jitter: 0.5)
+                == .retry(backoff: .milliseconds(200), newConnection: true)
+        )
     }
 }

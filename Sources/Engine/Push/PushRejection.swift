@@ -39,7 +39,11 @@ public struct PushOutcomePolicy: Sendable {
     public var baseBackoff: Duration
     public var maximumBackoff: Duration
 
-    public init(maximumAttempts: Int = 5, baseBackoff: Duration = .milliseconds(200), maximumBackoff: Duration = .seconds(30)) {
+    public init(
+        maximumAttempts: Int = 5,
+        baseBackoff: Duration = .milliseconds(200),
+        maximumBackoff: Duration = .seconds(30)
+    ) {
         self.maximumAttempts = maximumAttempts
         self.baseBackoff = baseBackoff
         self.maximumBackoff = maximumBackoff

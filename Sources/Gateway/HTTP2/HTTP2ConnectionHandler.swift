@@ -76,7 +76,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     func channelInactive(context: ChannelHandlerContext) {
         failAll(HTTP2EngineError(.connectionClosed, "the connection closed"))
         onEvent?(.connectionClosed)
+        // The session goes (nghttp2_session_del) and the closures go: they may hold this handler, a cycle.
         session = nil
+        onEvent = nil
+        onRequest = nil
         context.fireChannelInactive()
     }
 
@@ -165,6 +168,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     private func dispatch(_ events: [HTTP2Event]) {
         for event in events {
+            // Owners learn of an event before any promise it settles resumes its waiter.
+            onEvent?(event)
             switch event {
             case .message(let streamID, let message):
                 if configuration.role == .server {
@@ -197,7 +202,6 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             case .pingAcknowledged, .connectionClosed:
                 break
             }
-            onEvent?(event)
         }
     }
 

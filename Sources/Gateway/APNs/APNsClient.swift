@@ -1,0 +1,286 @@
+import Engine
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import Synchronization
+
+/// How the broker proves itself to APNs.
+public enum APNsAuthentication: Sendable {
+    /// Provider token (JWT) shared by every connection of the identity.
+    case token(ProviderTokenCache)
+    /// TLS client certificate, configured in `APNsClientConfiguration.tls`.
+    case certificate
+}
+
+/// Configuration of one APNs client (one tenant identity and environment).
+public struct APNsClientConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// Trust roots and, for certificate auth, the client certificate (PEM or PKCS#12 loaded by the caller).
+    public var tls: TLSConfiguration
+    public var serverHostname: String?
+    /// Connections opened when the ones there are have no free stream.
+    public var maximumConnections: Int
+    /// Every request gets an answer or fails within this time.
+    public var requestDeadline: Duration
+    public var connectTimeout: Duration
+    /// Requests waiting for a free stream beyond which `send` fails fast (memory stays bounded).
+    public var maximumWaiting: Int
+    /// First and largest pause between connection attempts after a failure or GOAWAY (jittered, doubling).
+    public var reconnectBackoff: Duration
+    public var maximumReconnectBackoff: Duration
+
+    public init(
+        host: String,
+        port: Int,
+        tls: TLSConfiguration = .makeClientConfiguration(),
+        serverHostname: String? = nil,
+        maximumConnections: Int = 4,
+        requestDeadline: Duration = .seconds(15),
+        connectTimeout: Duration = .seconds(10),
+        maximumWaiting: Int = 10_000,
+        reconnectBackoff: Duration = .milliseconds(100),
+        maximumReconnectBackoff: Duration = .seconds(30)
+    ) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.serverHostname = serverHostname
+        self.maximumConnections = max(1, maximumConnections)
+        self.requestDeadline = requestDeadline
+        self.connectTimeout = connectTimeout
+        self.maximumWaiting = maximumWaiting
+        self.reconnectBackoff = reconnectBackoff
+        self.maximumReconnectBackoff = maximumReconnectBackoff
+    }
+}
+
+/// Sends pushes to APNs over a pool of HTTP/2 connections on the libnghttp2 engine.
+///
+/// In-flight streams never exceed what the server allows: a token connection carries one stream until a push
+/// succeeds, then follows SETTINGS_MAX_CONCURRENT_STREAMS as it changes. When every connection is full it opens
+/// another, up to the limit, then callers wait (bounded). GOAWAY drains a connection; REFUSED_STREAM and
+/// streams above a GOAWAY are resent; reconnects back off with jitter.
+public actor APNsClient {
+    /// A connection's state that its event loop updates (GOAWAY, close) and the pool reads.
+    final class Link: Sendable {
+        let connection: HTTP2ClientConnection
+        let draining = Atomic<Bool>(false)
+        let maxStreams = Atomic<UInt32>(1)
+        init(connection: HTTP2ClientConnection) { self.connection = connection }
+        var isOpen: Bool { !draining.load(ordering: .relaxed) && connection.channel.isActive }
+    }
+
+    struct Pooled {
+        let link: Link
+        var inFlight = 0
+        var verified: Bool
+        var lastUsed = ContinuousClock.now
+    }
+
+    public nonisolated let configuration: APNsClientConfiguration
+    let authentication: APNsAuthentication
+    private let logger: Logger
+    private var pool: [ObjectIdentifier: Pooled] = [:]
+    private var connecting = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var failures = 0
+    private var nextConnectAt = ContinuousClock.now
+    private var stats = (sent: 0, connectionsOpened: 0, goAways: 0)
+
+    public init(configuration: APNsClientConfiguration, authentication: APNsAuthentication, logger: Logger) {
+        self.configuration = configuration
+        self.authentication = authentication
+        self.logger = logger
+    }
+
+    /// Sends one push; never throws: every failure is a `PushResult` the outcome policy understands.
+    public func send(_ notification: APNsNotification) async -> PushResult {
+        var headers = notification.headers(authority: configuration.host)
+        if case .token(let cache) = authentication {
+            do {
+                headers.append(HTTP2Header("authorization", "bearer \(try cache.token())"))
+            } catch {
+                return .transportFailure(description: "cannot sign a provider token", resendable: true)
+            }
+        }
+        let body = ByteBuffer(bytes: notification.payload)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let lease: Link
+            switch await acquire() {
+            case .success(let link): lease = link
+            case .failure(let reason): return .transportFailure(description: reason.description, resendable: true)
+            }
+            do {
+                let response = try await lease.connection.send(
+                    headers,
+                    body: body,
+                    deadline: TimeAmount(configuration.requestDeadline)
+                )
+                release(lease, accepted: response.status == 200)
+                stats.sent += 1
+                return Self.result(of: response)
+            } catch let error as HTTP2EngineError {
+                release(lease, accepted: false)
+                // Not processed by APNs (REFUSED_STREAM, above a GOAWAY): resend at once, at most twice.
+                if error.code == .notProcessed, attempt < 3 { continue }
+                return .transportFailure(description: error.description, resendable: error.code == .notProcessed)
+            } catch {
+                release(lease, accepted: false)
+                return .transportFailure(description: "\(error)", resendable: false)
+            }
+        }
+    }
+
+    /// Drains every connection (a new provider token or certificate must go out on fresh ones).
+    public func retireConnections() {
+        for entry in pool.values { entry.link.draining.store(true, ordering: .relaxed) }
+    }
+
+    /// PINGs idle connections and forgets closed ones; call it periodically.
+    public func maintain(idleAfter: Duration = .seconds(60)) {
+        let now = ContinuousClock.now
+        for (id, entry) in pool {
+            if !entry.link.connection.channel.isActive, entry.inFlight == 0 {
+                pool[id] = nil
+            } else if entry.inFlight == 0, now - entry.lastUsed > idleAfter {
+                entry.link.connection.ping()
+                pool[id]?.lastUsed = now
+            }
+        }
+    }
+
+    /// A snapshot for inspection: connections with their stream limit, streams in flight and state.
+    public func snapshot() -> [(maxStreams: UInt32, inFlight: Int, verified: Bool, open: Bool)] {
+        pool.values.map { ($0.link.maxStreams.load(ordering: .relaxed), $0.inFlight, $0.verified, $0.link.isOpen) }
+    }
+
+    public var counters: (sent: Int, connectionsOpened: Int, goAways: Int) { stats }
+
+    public func shutdown() async {
+        let links = pool.values.map(\.link)
+        pool.removeAll()
+        for link in links { await link.connection.close() }
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
+    }
+
+    // MARK: Pool
+
+    private func limit(_ entry: Pooled) -> Int {
+        if case .token = authentication, !entry.verified { return 1 }
+        return Int(max(1, entry.link.maxStreams.load(ordering: .relaxed)))
+    }
+
+    /// A connection with a free stream, opening one or waiting as needed.
+    private func acquire() async -> Result<Link, AcquireFailure> {
+        while true {
+            if let (id, entry) = pool.first(where: { $0.value.link.isOpen && $0.value.inFlight < limit($0.value) }) {
+                pool[id]?.inFlight += 1
+                pool[id]?.lastUsed = .now
+                return .success(entry.link)
+            }
+            pool = pool.filter { $0.value.link.isOpen || $0.value.inFlight > 0 }
+            let open = pool.values.filter { $0.link.isOpen }.count
+            if open + connecting < configuration.maximumConnections, ContinuousClock.now >= nextConnectAt {
+                await connect()
+                continue
+            }
+            guard waiters.count < configuration.maximumWaiting else {
+                return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))
+            }
+            if open + connecting == 0 {
+                // No connection and none allowed yet: wait out the backoff instead of spinning.
+                try? await Task.sleep(until: nextConnectAt, clock: .continuous)
+                continue
+            }
+            await withCheckedContinuation { waiters.append($0) }
+        }
+    }
+
+    struct AcquireFailure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private func release(_ link: Link, accepted: Bool) {
+        let id = ObjectIdentifier(link)
+        if pool[id] != nil {
+            pool[id]?.inFlight -= 1
+            if accepted { pool[id]?.verified = true }
+        }
+        if accepted { failures = 0 }
+        let woken = waiters
+        waiters.removeAll()
+        for waiter in woken { waiter.resume() }
+    }
+
+    private func connect() async {
+        connecting += 1
+        defer { connecting -= 1 }
+        do {
+            let box = Mutex<Link?>(nil)
+            let connection = try await HTTP2ClientConnection.connect(
+                host: configuration.host,
+                port: configuration.port,
+                tls: configuration.tls,
+                serverHostname: configuration.serverHostname ?? configuration.host,
+                connectTimeout: TimeAmount(configuration.connectTimeout)
+            ) { event in
+                guard let link = box.withLock({ $0 }) else { return }
+                switch event {
+                case .remoteSettings(let streams): link.maxStreams.store(streams, ordering: .relaxed)
+                case .goAway, .connectionClosed: link.draining.store(true, ordering: .relaxed)
+                default: break
+                }
+            }
+            let link = Link(connection: connection)
+            box.withLock { $0 = link }
+            let (streams, _, usable) = try await connection.streamState()
+            link.maxStreams.store(streams, ordering: .relaxed)
+            if !usable { link.draining.store(true, ordering: .relaxed) }
+            let certificate: Bool = if case .certificate = authentication { true } else { false }
+            pool[ObjectIdentifier(link)] = Pooled(link: link, verified: certificate)
+            stats.connectionsOpened += 1
+            logger.debug(
+                "APNs connection opened",
+                metadata: ["apns.host": "\(configuration.host)", "apns.streams": "\(streams)"]
+            )
+        } catch {
+            failures += 1
+            let pause = min(
+                configuration.reconnectBackoff * (1 << min(failures - 1, 16)),
+                configuration.maximumReconnectBackoff
+            )
+            nextConnectAt = .now + pause * Double.random(in: 0.5...1.5)
+            logger.warning(
+                "cannot connect to APNs; backing off",
+                metadata: [
+                    "apns.host": "\(configuration.host)", "apns.backoff_ms": "\(pause.components.seconds * 1000)",
+                ]
+            )
+        }
+    }
+
+    // MARK: Responses
+
+    static func result(of response: HTTP2Message) -> PushResult {
+        guard let status = response.status else {
+            return .transportFailure(description: "an answer without :status", resendable: false)
+        }
+        if status == 200 { return .accepted(apnsID: response["apns-id"] ?? "") }
+        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
+        let reason = object?["reason"] as? String ?? "HTTP \(status)"
+        let timestamp = (object?["timestamp"] as? Double).map { Date(timeIntervalSince1970: $0 / 1000) }
+        return .rejected(status: status, reason: reason, timestamp: timestamp)
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        self = .nanoseconds(Int64(duration / .nanoseconds(1)))
+    }
+}

@@ -1,0 +1,291 @@
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import Synchronization
+
+/// Configuration of the APNs simulator.
+public struct APNsSimulatorConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// Nil serves cleartext HTTP/2 (prior knowledge); APNs itself is TLS only.
+    public var tls: TLSConfiguration?
+    /// The stream limit announced once a connection's provider token has been accepted.
+    public var maxConcurrentStreams: UInt32
+    /// Provider-token keys by key id; empty accepts requests without `authorization` (certificate auth).
+    public var keys: [String: P256.Signing.PublicKey]
+    /// Topics accepted; nil accepts any.
+    public var allowedTopics: Set<String>?
+    /// Answer 200 to everything with minimal work: load tests then measure the sender, not the sink.
+    public var benchmarkMode: Bool
+    /// Accepted pushes kept for inspection (the oldest are dropped beyond it; the count goes on).
+    public var recordLimit: Int
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        tls: TLSConfiguration?,
+        maxConcurrentStreams: UInt32 = 1000,
+        keys: [String: P256.Signing.PublicKey] = [:],
+        allowedTopics: Set<String>? = nil,
+        benchmarkMode: Bool = false,
+        recordLimit: Int = 100_000
+    ) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.keys = keys
+        self.allowedTopics = allowedTopics
+        self.benchmarkMode = benchmarkMode
+        self.recordLimit = recordLimit
+    }
+}
+
+/// Faults to inject; counters apply to the next requests and run down.
+public struct SimulatorFaults: Sendable, Codable, Equatable {
+    /// Every answer waits this long.
+    public var delayMilliseconds: Int = 0
+    /// The next N requests are never answered.
+    public var hangNext: Int = 0
+    /// The next N requests get RST_STREAM(REFUSED_STREAM).
+    public var refuseNext: Int = 0
+    /// The next N requests close their connection instead of answering.
+    public var dropNext: Int = 0
+    /// The next request triggers a GOAWAY with this reason (and is not processed).
+    public var goAwayReason: String?
+    /// Until this moment every request gets 503 ServiceUnavailable.
+    public var unavailableUntil: Date?
+
+    public init() {}
+}
+
+/// A faithful APNs provider API on the libnghttp2 engine, for tests, development and benchmarks.
+///
+/// Runs in-process (tests, the embedded default) or as `broker apns-simulator`. Requests under
+/// `/_simulator/` are its control API (see `handleControl`).
+public final class APNsSimulator: Sendable {
+    struct State {
+        var tokens: [String: SimulatedTokenState] = [:]
+        var faults = SimulatorFaults()
+        var accepted: [AcceptedPush] = []
+        var acceptedCount = 0
+        var rejectedCount = 0
+        var lastIssuedAt: [String: Date] = [:]
+        var verifiedConnections: Set<ObjectIdentifier> = []
+        var connections: [ObjectIdentifier: HTTP2ServerConnection] = [:]
+        var streamLimitOverride: UInt32?
+        /// Connections that sent GOAWAY, with the last stream they promised to process.
+        var goAwayLastStream: [ObjectIdentifier: Int32] = [:]
+    }
+
+    let configuration: APNsSimulatorConfiguration
+    let state = Mutex(State())
+    private let server = Mutex<HTTP2Server?>(nil)
+    let now: @Sendable () -> Date
+
+    public init(configuration: APNsSimulatorConfiguration, now: @escaping @Sendable () -> Date = Date.init) {
+        self.configuration = configuration
+        self.now = now
+    }
+
+    /// Starts listening; returns the bound port.
+    @discardableResult
+    public func start() async throws -> Int {
+        // Token connections start at one stream until a push with a valid token succeeds, as APNs does.
+        let initialLimit =
+            configuration.keys.isEmpty || configuration.benchmarkMode ? configuration.maxConcurrentStreams : 1
+        let server = try await HTTP2Server.bind(
+            host: configuration.host,
+            port: configuration.port,
+            tls: configuration.tls,
+            maxConcurrentStreams: initialLimit,
+            onConnection: { [weak self] connection in
+                guard let self else { return }
+                self.state.withLock { $0.connections[ObjectIdentifier(connection.channel)] = connection }
+                connection.channel.closeFuture.whenComplete { [weak self] _ in
+                    self?.state.withLock {
+                        $0.connections[ObjectIdentifier(connection.channel)] = nil
+                        $0.verifiedConnections.remove(ObjectIdentifier(connection.channel))
+                        $0.goAwayLastStream[ObjectIdentifier(connection.channel)] = nil
+                    }
+                }
+            },
+            onRequest: { [weak self] request, connection in self?.handle(request, connection) }
+        )
+        self.server.withLock { $0 = server }
+        return server.port
+    }
+
+    public func stop() async {
+        let server = self.server.withLock { server in
+            defer { server = nil }
+            return server
+        }
+        let connections = state.withLock { Array($0.connections.values) }
+        for connection in connections { connection.drop() }
+        await server?.close()
+    }
+
+    // MARK: Control (in-process; the same operations are reachable over `/_simulator/`)
+
+    public func setToken(_ token: String, _ tokenState: SimulatedTokenState) {
+        state.withLock { $0.tokens[token.lowercased()] = tokenState }
+    }
+
+    public func setFaults(_ faults: SimulatorFaults) {
+        state.withLock { $0.faults = faults }
+    }
+
+    /// Announces a new stream limit on every open connection (and for new ones).
+    public func setStreamLimit(_ limit: UInt32) {
+        let connections = state.withLock { state in
+            state.streamLimitOverride = limit
+            return Array(state.connections.values)
+        }
+        for connection in connections { connection.announce(maxConcurrentStreams: limit) }
+    }
+
+    /// Sends GOAWAY with a JSON reason on every open connection and closes them once their streams finish.
+    public func goAwayAll(reason: String) {
+        let connections = state.withLock { Array($0.connections.values) }
+        for connection in connections {
+            connection.goAway(errorCode: HTTP2ErrorCode.noError, debugData: #"{"reason":"\#(reason)"}"#)
+        }
+    }
+
+    public var accepted: [AcceptedPush] { state.withLock { $0.accepted } }
+    public var counts: (accepted: Int, rejected: Int) { state.withLock { ($0.acceptedCount, $0.rejectedCount) } }
+    public var connectionCount: Int { state.withLock { $0.connections.count } }
+
+    public func clearRecord() {
+        state.withLock {
+            $0.accepted.removeAll()
+            $0.acceptedCount = 0
+            $0.rejectedCount = 0
+        }
+    }
+
+    // MARK: Requests
+
+    private func handle(_ request: HTTP2ServerRequest, _ connection: HTTP2ServerConnection) {
+        let message = request.message
+        if message[":path"]?.hasPrefix("/_simulator/") == true {
+            handleControl(request)
+            return
+        }
+        if configuration.benchmarkMode {
+            request.respond(
+                status: 200,
+                headers: [HTTP2Header("apns-id", message["apns-id"] ?? "00000000-0000-0000-0000-000000000000")]
+            )
+            return
+        }
+        let connectionID = ObjectIdentifier(connection.channel)
+        enum Plan {
+            case hang, refuse, drop
+            case goAway(String)
+            case answer(Int, [HTTP2Header], ByteBuffer?, announce: UInt32?)
+        }
+        let now = self.now()
+        let plan: Plan = state.withLock { state in
+            // After GOAWAY a server processes nothing above the last stream it named.
+            if let last = state.goAwayLastStream[connectionID], request.streamID > last { return .refuse }
+            if state.faults.hangNext > 0 {
+                state.faults.hangNext -= 1
+                return .hang
+            }
+            if state.faults.refuseNext > 0 {
+                state.faults.refuseNext -= 1
+                return .refuse
+            }
+            if state.faults.dropNext > 0 {
+                state.faults.dropNext -= 1
+                return .drop
+            }
+            if let reason = state.faults.goAwayReason {
+                state.faults.goAwayReason = nil
+                state.goAwayLastStream[connectionID] = request.streamID - 2
+                return .goAway(reason)
+            }
+            if let until = state.faults.unavailableUntil, now < until {
+                state.rejectedCount += 1
+                return .answer(503, [], Self.reasonBody("ServiceUnavailable", timestamp: nil), announce: nil)
+            }
+            let tokens = state.tokens
+            let validation = APNsValidation(
+                allowedTopics: configuration.allowedTopics,
+                keys: configuration.keys,
+                tokenState: { tokens[$0] ?? .valid },
+                now: now
+            )
+            let input = APNsValidation.Input(
+                method: message[":method"],
+                path: message[":path"],
+                headers: { message[$0] },
+                body: Data(message.body.readableBytesView)
+            )
+            switch validation.validate(input, lastIssuedAt: { state.lastIssuedAt[$0] }) {
+            case .failure(let rejection):
+                state.rejectedCount += 1
+                return .answer(
+                    rejection.status,
+                    [],
+                    Self.reasonBody(rejection.reason, timestamp: rejection.timestamp),
+                    announce: nil
+                )
+            case .success(let (push, claims)):
+                if let claims {
+                    state.lastIssuedAt[claims.keyID] = max(
+                        state.lastIssuedAt[claims.keyID] ?? .distantPast,
+                        claims.issuedAt
+                    )
+                }
+                state.acceptedCount += 1
+                state.accepted.append(push)
+                if state.accepted.count > configuration.recordLimit {
+                    state.accepted.removeFirst(state.accepted.count / 10)
+                }
+                var announce: UInt32?
+                if !configuration.keys.isEmpty, state.verifiedConnections.insert(connectionID).inserted {
+                    announce = state.streamLimitOverride ?? configuration.maxConcurrentStreams
+                }
+                return .answer(200, [HTTP2Header("apns-id", push.apnsID)], nil, announce: announce)
+            }
+        }
+        let delay = state.withLock { $0.faults.delayMilliseconds }
+        let execute: @Sendable () -> Void = {
+            switch plan {
+            case .hang: break
+            case .refuse: request.reset(errorCode: HTTP2ErrorCode.refusedStream)
+            case .drop: connection.drop()
+            case .goAway(let reason):
+                connection.goAway(
+                    errorCode: HTTP2ErrorCode.noError,
+                    debugData: #"{"reason":"\#(reason)"}"#,
+                    lastStreamID: request.streamID - 2
+                )
+            case .answer(let status, let headers, let body, let announce):
+                if let announce { connection.announce(maxConcurrentStreams: announce) }
+                var all = headers
+                if body != nil { all.append(HTTP2Header("content-type", "application/json")) }
+                request.respond(status: status, headers: all, body: body)
+            }
+        }
+        if delay > 0 {
+            request.eventLoop.scheduleTask(in: .milliseconds(Int64(delay))) { execute() }
+        } else {
+            execute()
+        }
+    }
+
+    static func reasonBody(_ reason: String, timestamp: Date?) -> ByteBuffer {
+        if let timestamp {
+            return ByteBuffer(
+                string: #"{"reason":"\#(reason)","timestamp":\#(Int64(timestamp.timeIntervalSince1970 * 1000))}"#
+            )
+        }
+        return ByteBuffer(string: #"{"reason":"\#(reason)"}"#)
+    }
+}
