@@ -93,7 +93,11 @@ public struct DeliveredImpulse: Sendable, Equatable {
 
 /// A state change of a delivery, written in batches.
 public struct DeliveryMark: Sendable, Equatable {
-    public enum Kind: Sendable, Equatable { case fetched, read }
+    public enum Kind: Sendable, Equatable {
+        case fetched, read
+        /// APNs accepted the push for at least one of the user's devices.
+        case pushed(apnsID: String)
+    }
     public var tenant: TenantID
     public var delivery: DeliveryID
     public var kind: Kind

@@ -15,6 +15,8 @@ public struct Device: Sendable, Equatable {
     public var environment: APNsEnvironment
     /// Refreshed on every registration: APNs' 410 timestamp is compared with it.
     public var registeredAt: Date
+    /// Set when APNs called the token malformed (BadDeviceToken); no pushes go to it until it is registered again.
+    public var quarantinedAt: Date?
 
     public init(
         tenant: TenantID,
@@ -23,7 +25,8 @@ public struct Device: Sendable, Equatable {
         owner: UserID,
         name: String,
         environment: APNsEnvironment,
-        registeredAt: Date
+        registeredAt: Date,
+        quarantinedAt: Date? = nil
     ) throws(EngineError) {
         guard name.count <= 200 else { throw EngineError(.invalidInput, "device name must be at most 200 characters") }
         self.tenant = tenant
@@ -33,6 +36,7 @@ public struct Device: Sendable, Equatable {
         self.name = name
         self.environment = environment
         self.registeredAt = registeredAt
+        self.quarantinedAt = quarantinedAt
     }
 }
 

@@ -68,6 +68,20 @@ public final class DeliveryLedger: Sendable {
         try await shard(user).item(tenant: tenant, user: user, impulse: impulse, mark: mark, at: now)
     }
 
+    /// Records that APNs accepted the delivery's push (durably, through group commit).
+    public func markPushed(
+        tenant: TenantID,
+        user: UserID,
+        delivery: DeliveryID,
+        apnsID: String,
+        at now: Date = Date()
+    ) async throws {
+        try await shard(user).mark(
+            DeliveryMark(tenant: tenant, delivery: delivery, kind: .pushed(apnsID: apnsID), at: now),
+            user: user
+        )
+    }
+
     public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
         try await shard(user).unreadCount(tenant: tenant, user: user)
     }

@@ -104,6 +104,12 @@ actor LedgerShard {
         return item
     }
 
+    /// Writes one mark and applies it to the user's hot state if cached.
+    func mark(_ mark: DeliveryMark, user: UserID) async throws {
+        try await writer.write([mark])
+        users[Key(tenant: mark.tenant, user: user)]?.apply([mark])
+    }
+
     func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
         try await load(tenant: tenant, user: user).unreadCount
     }

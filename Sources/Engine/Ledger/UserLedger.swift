@@ -66,6 +66,11 @@ struct UserLedger: Sendable {
             switch mark.kind {
             case .fetched:
                 if recent[index].delivery.fetchedAt == nil { recent[index].delivery.fetchedAt = mark.at }
+            case .pushed(let apnsID):
+                if recent[index].delivery.pushedAt == nil {
+                    recent[index].delivery.pushedAt = mark.at
+                    recent[index].delivery.apnsID = apnsID
+                }
             case .read:
                 if recent[index].delivery.readAt == nil {
                     recent[index].delivery.readAt = mark.at

@@ -68,4 +68,44 @@ public actor TokenRegistry {
     public func devices(tenant: Tenant, user: UserID) async throws -> [Device] {
         try await store.devices(tenant: tenant.id, owner: user)
     }
+
+    // MARK: Outcomes reported by the push gateway
+
+    /// APNs called the token malformed or of the other environment: no pushes until it is registered again.
+    public func quarantine(tenant: Tenant, token: DeviceToken, at now: Date = Date()) async throws {
+        if try await store.quarantineDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token, at: now) {
+            logger.notice(
+                "device token quarantined",
+                metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
+            )
+        }
+    }
+
+    /// APNs says the token belongs to another app.
+    public func remove(tenant: Tenant, token: DeviceToken) async throws {
+        if try await store.removeDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token) {
+            logger.notice(
+                "device token removed: not for this topic",
+                metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
+            )
+        }
+    }
+
+    /// APNs says the token is no longer valid since `since`; it is removed only if registered before that,
+    /// because a registration after APNs' verdict is a fresh token. Returns whether it was removed.
+    @discardableResult
+    public func invalidate(tenant: Tenant, token: DeviceToken, since: Date) async throws -> Bool {
+        let removed = try await store.removeDevice(
+            tenant: tenant.id,
+            topic: tenant.apnsTopic,
+            token: token,
+            registeredBefore: since
+        )
+        logger.notice(
+            removed
+                ? "device token removed: unregistered at APNs" : "device token kept: registered after APNs' verdict",
+            metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
+        )
+        return removed
+    }
 }

@@ -92,9 +92,15 @@ extension SQLiteStore {
                     """
             )
             let owner = try db.cachedStatement(sql: "SELECT user_id FROM deliveries WHERE id = ?")
+            let pushed = try db.cachedStatement(
+                sql:
+                    "UPDATE deliveries SET pushed_at = ?, apns_id = ? WHERE id = ? AND tenant_id = ? AND pushed_at IS NULL"
+            )
             for mark in marks {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
+                case .pushed(let apnsID):
+                    try pushed.execute(arguments: [at, apnsID, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .fetched: try fetched.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .read:
                     try read.execute(arguments: [at, at, mark.delivery.rawValue, mark.tenant.rawValue])

@@ -22,7 +22,8 @@ extension SQLiteStore {
                     INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
-                        name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at
+                        name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at,
+                        quarantined_at = NULL
                     """,
                 arguments: [
                     device.tenant.rawValue, device.topic, device.token.rawValue, device.owner.rawValue, device.name,
@@ -72,8 +73,38 @@ extension SQLiteStore {
         }
     }
 
+    public func quarantineDevice(tenant: TenantID, topic: String, token: DeviceToken, at: Date) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE devices SET quarantined_at = ? WHERE tenant_id = ? AND topic = ? AND token = ?",
+                arguments: [at.unixSeconds, tenant.rawValue, topic, token.rawValue]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    public func removeDevice(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Bool {
+        try await removeDevice(tenant: tenant, topic: topic, token: token, registeredBefore: .distantFuture)
+    }
+
+    public func removeDevice(
+        tenant: TenantID,
+        topic: String,
+        token: DeviceToken,
+        registeredBefore date: Date
+    ) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ?",
+                arguments: [tenant.rawValue, topic, token.rawValue, date.unixSeconds]
+            )
+            return db.changesCount > 0
+        }
+    }
+
     static func device(from row: Row) throws -> Device {
         let environment: String = row["environment"]
+        let quarantinedAt: Double? = row["quarantined_at"]
         return try Device(
             tenant: TenantID(trusted: row["tenant_id"]),
             topic: row["topic"],
@@ -81,7 +112,8 @@ extension SQLiteStore {
             owner: UserID(row["user_id"]),
             name: row["name"],
             environment: APNsEnvironment(rawValue: environment) ?? .production,
-            registeredAt: Date(unixSeconds: row["registered_at"])
+            registeredAt: Date(unixSeconds: row["registered_at"]),
+            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
         )
     }
 }

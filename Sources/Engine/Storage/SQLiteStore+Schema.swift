@@ -92,6 +92,9 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v2-device-quarantine") { db in
+            try db.execute(sql: "ALTER TABLE devices ADD COLUMN quarantined_at REAL")
+        }
         return migrator
     }
 }

@@ -1,0 +1,258 @@
+import DequeModule
+import Foundation
+import Logging
+
+/// Configuration of the push gateway.
+public struct PushGatewayConfiguration: Sendable {
+    /// Deliveries waiting per tenant; a producer suspends beyond it (backpressure, bounded memory).
+    public var queueCapacityPerTenant: Int
+    /// Pushes in flight at once across all tenants.
+    public var workers: Int
+    public var policy: PushOutcomePolicy
+
+    public init(queueCapacityPerTenant: Int = 1000, workers: Int = 128, policy: PushOutcomePolicy = .init()) {
+        self.queueCapacityPerTenant = max(1, queueCapacityPerTenant)
+        self.workers = max(1, workers)
+        self.policy = policy
+    }
+}
+
+/// Counters of what the gateway did (closed label sets: outcome, APNs reason).
+public struct PushStatistics: Sendable, Equatable {
+    public var accepted = 0
+    public var rejected: [String: Int] = [:]
+    public var retried = 0
+    public var transportFailures = 0
+    public var tokensQuarantined = 0
+    public var tokensRemoved = 0
+    public var withoutDevice = 0
+}
+
+/// Takes deliveries, pushes them to every device of their user, and reports each outcome to the ledger and the
+/// token registry.
+///
+/// Each tenant has a bounded queue: `enqueue` suspends while its tenant's queue is full, so a fast producer (the
+/// scheduler's burst) is slowed to what APNs accepts and memory stays bounded. Workers take tenants in turn, so
+/// one tenant's backlog does not starve another, and a tenant whose credentials APNs rejects is paused alone.
+public actor PushGateway {
+    private let store: any BrokerStore
+    private let ledger: DeliveryLedger
+    private let registry: TokenRegistry
+    private let transport: any PushTransport
+    private let configuration: PushGatewayConfiguration
+    private let logger: Logger
+
+    private var queues: [TenantID: Deque<Delivery>] = [:]
+    private var rotation: Deque<TenantID> = []
+    private var blockedProducers: [TenantID: [CheckedContinuation<Void, Never>]] = [:]
+    private var idleWorkers: [CheckedContinuation<Void, Never>] = []
+    private var paused: [TenantID: String] = [:]
+    private var stopping = false
+    private var inFlight = 0
+    public private(set) var statistics = PushStatistics()
+
+    public init(
+        store: any BrokerStore,
+        ledger: DeliveryLedger,
+        registry: TokenRegistry,
+        transport: any PushTransport,
+        configuration: PushGatewayConfiguration = .init(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.ledger = ledger
+        self.registry = registry
+        self.transport = transport
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Queues a delivery's push, suspending while the tenant's queue is full.
+    public func enqueue(_ delivery: Delivery) async {
+        while (queues[delivery.tenant]?.count ?? 0) >= configuration.queueCapacityPerTenant, !stopping {
+            await withCheckedContinuation { blockedProducers[delivery.tenant, default: []].append($0) }
+        }
+        guard !stopping else { return }
+        if queues[delivery.tenant] == nil { rotation.append(delivery.tenant) }
+        queues[delivery.tenant, default: []].append(delivery)
+        wakeWorker()
+    }
+
+    /// Runs the workers until the task is cancelled; queued deliveries stay unpushed in the ledger (and are
+    /// pushed again after a restart), never lost.
+    public func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<configuration.workers {
+                group.addTask { await self.work() }
+            }
+            await withTaskCancellationHandler {
+                await group.waitForAll()
+            } onCancel: {
+                Task { await self.stop() }
+            }
+        }
+    }
+
+    /// Clears a tenant's configuration error so its queue moves again.
+    public func resume(tenant: TenantID) {
+        paused[tenant] = nil
+        wakeWorker()
+    }
+
+    /// Queue depth, in-flight pushes and the configuration error per tenant (for inspection).
+    public func snapshot() -> (queued: [TenantID: Int], inFlight: Int, paused: [TenantID: String]) {
+        (queues.mapValues(\.count), inFlight, paused)
+    }
+
+    private func stop() {
+        stopping = true
+        for waiter in idleWorkers { waiter.resume() }
+        idleWorkers.removeAll()
+        for waiters in blockedProducers.values { for waiter in waiters { waiter.resume() } }
+        blockedProducers.removeAll()
+    }
+
+    private func wakeWorker() {
+        if !idleWorkers.isEmpty { idleWorkers.removeFirst().resume() }
+    }
+
+    /// The next delivery, taking tenants in turn and skipping paused ones; nil when stopping.
+    private func next() async -> Delivery? {
+        while !stopping {
+            for _ in 0..<rotation.count {
+                guard let tenant = rotation.popFirst() else { break }
+                guard var queue = queues[tenant], !queue.isEmpty else {
+                    queues[tenant] = nil
+                    continue
+                }
+                rotation.append(tenant)
+                if paused[tenant] != nil { continue }
+                let delivery = queue.removeFirst()
+                queues[tenant] = queue
+                if let producer = blockedProducers[tenant]?.popLast() { producer.resume() }
+                inFlight += 1
+                return delivery
+            }
+            await withCheckedContinuation { idleWorkers.append($0) }
+        }
+        return nil
+    }
+
+    private func work() async {
+        while let delivery = await next() {
+            await push(delivery)
+            finished()
+        }
+    }
+
+    private func finished() {
+        inFlight -= 1
+    }
+
+    private func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {
+        if paused[tenant] == nil {
+            logger.error(
+                "APNs rejected the tenant's credentials; its pushes are paused",
+                metadata: ["tenant.id": "\(tenant)", "apns.reason": "\(reason)"]
+            )
+        }
+        paused[tenant] = reason
+        if queues[tenant] == nil { rotation.append(tenant) }
+        queues[tenant, default: []].prepend(delivery)
+    }
+
+    private func count(_ update: (inout PushStatistics) -> Void) {
+        update(&statistics)
+    }
+
+    /// Pushes one delivery to each of its user's devices and executes what each outcome calls for.
+    private nonisolated func push(_ delivery: Delivery) async {
+        let tenantID = delivery.tenant
+        do {
+            guard let tenant = try await store.tenant(tenantID),
+                let impulse = try await store.impulse(tenant: tenantID, id: delivery.impulse)
+            else { return }
+            let devices = try await registry.devices(tenant: tenant, user: delivery.user).filter {
+                $0.quarantinedAt == nil
+            }
+            guard !devices.isEmpty else {
+                await count { $0.withoutDevice += 1 }
+                return
+            }
+            let badge = try await ledger.unreadCount(tenant: tenantID, user: delivery.user)
+            var acceptedID: String?
+            for device in devices {
+                let push = OutboundPush(
+                    tenant: tenantID,
+                    delivery: delivery.id,
+                    device: device,
+                    title: impulse.title,
+                    badge: badge,
+                    impulse: impulse.id
+                )
+                if let id = try await send(push, tenant: tenant, delivery: delivery) { acceptedID = acceptedID ?? id }
+            }
+            if let acceptedID {
+                try await ledger.markPushed(
+                    tenant: tenantID,
+                    user: delivery.user,
+                    delivery: delivery.id,
+                    apnsID: acceptedID
+                )
+            }
+        } catch {
+            logger.error(
+                "push failed",
+                metadata: ["tenant.id": "\(tenantID)", "delivery.id": "\(delivery.id)", "error": "\(error)"]
+            )
+        }
+    }
+
+    /// Sends to one device until the policy says stop; returns the apns-id when APNs accepted it.
+    private nonisolated func send(_ push: OutboundPush, tenant: Tenant, delivery: Delivery) async throws -> String? {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let result = await transport.send(push)
+            let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
+            var metadata: Logger.Metadata = [
+                "tenant.id": "\(tenant.id)", "delivery.id": "\(push.delivery)", "device.token": "\(push.device.token)",
+            ]
+            if case .rejected(let status, let reason, _) = result {
+                metadata["apns.reason"] = "\(reason)"
+                await count { $0.rejected["\(status) \(reason)", default: 0] += 1 }
+            }
+            if case .transportFailure = result { await count { $0.transportFailures += 1 } }
+            switch action {
+            case .delivered:
+                await count { $0.accepted += 1 }
+                if case .accepted(let apnsID) = result { return apnsID }
+                return nil
+            case .retry(let backoff, _):
+                await count { $0.retried += 1 }
+                try await Task.sleep(for: backoff)
+            case .renewProviderTokenAndRetry:
+                await transport.renewCredentials(tenant: tenant.id)
+            case .drop(let alert):
+                if alert { logger.warning("push dropped", metadata: metadata) }
+                return nil
+            case .quarantineToken:
+                try await registry.quarantine(tenant: tenant, token: push.device.token)
+                await count { $0.tokensQuarantined += 1 }
+                return nil
+            case .removeTokenForTopic:
+                try await registry.remove(tenant: tenant, token: push.device.token)
+                await count { $0.tokensRemoved += 1 }
+                return nil
+            case .removeTokenIfRegisteredBefore(let since):
+                if try await registry.invalidate(tenant: tenant, token: push.device.token, since: since) {
+                    await count { $0.tokensRemoved += 1 }
+                }
+                return nil
+            case .stopTenant(let reason):
+                await pause(tenant.id, reason: reason, requeue: delivery)
+                return nil
+            }
+        }
+    }
+}

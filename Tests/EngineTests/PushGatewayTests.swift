@@ -1,0 +1,175 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import Engine
+
+/// A scripted push transport: answers by token, records what it was asked, optionally slowly.
+final class ScriptedTransport: PushTransport {
+    let answers: [String: PushResult]
+    let delay: Duration
+    let sent = Mutex<[OutboundPush]>([])
+    let renewals = Mutex(0)
+    let concurrent = Mutex((now: 0, peak: 0))
+
+    init(answers: [String: PushResult] = [:], delay: Duration = .zero) {
+        self.answers = answers
+        self.delay = delay
+    }
+
+    func send(_ push: OutboundPush) async -> PushResult {
+        concurrent.withLock {
+            $0.now += 1
+            $0.peak = max($0.peak, $0.now)
+        }
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        concurrent.withLock { $0.now -= 1 }
+        sent.withLock { $0.append(push) }
+        return answers[push.device.token.rawValue] ?? .accepted(apnsID: "id-\(push.delivery.rawValue)")
+    }
+
+    func renewCredentials(tenant: TenantID) async {
+        renewals.withLock { $0 += 1 }
+    }
+}
+
+@Suite("Push gateway", .timeLimit(.minutes(1)))
+struct PushGatewayTests {
+    func token(_ n: Int) throws -> DeviceToken { try DeviceToken(String(format: "%064x", n)) }
+
+    func register(_ f: StoreFixture, _ user: User, _ n: Int, at seconds: Double = 1000) async throws {
+        _ = try await f.store.registerDevice(try f.device(user, token: String(format: "%064x", n), at: seconds))
+    }
+
+    func deliver(_ f: StoreFixture, _ user: User) async throws -> Delivery {
+        try #require(
+            try await f.store.recordDeliveries([
+                NewDelivery(
+                    tenant: user.tenant,
+                    user: user.id,
+                    impulse: try ImpulseID("one"),
+                    kind: .manual,
+                    assignedAt: Date()
+                )
+            ]).first
+        )
+    }
+
+    @Test("Outcomes reach the ledger and the registry: pushed-at, quarantine, and 410 only for older tokens")
+    func outcomes() async throws {
+        let f = try await StoreFixture.make()
+        try await register(f, f.a, 1)  // accepted
+        try await register(f, f.a, 2, at: 1000)  // 410 since 2000: registered before, removed
+        try await register(f, f.b, 3, at: 3000)  // 410 since 2000: registered after, kept
+        try await register(f, f.b, 4)  // BadDeviceToken: quarantined
+        let transport = ScriptedTransport(answers: [
+            String(format: "%064x", 2): .rejected(
+                status: 410,
+                reason: "Unregistered",
+                timestamp: Date(timeIntervalSince1970: 2000)
+            ),
+            String(format: "%064x", 3): .rejected(
+                status: 410,
+                reason: "Unregistered",
+                timestamp: Date(timeIntervalSince1970: 2000)
+            ),
+            String(format: "%064x", 4): .rejected(status: 400, reason: "BadDeviceToken", timestamp: nil),
+        ])
+        let ledger = DeliveryLedger(store: f.store)
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: ledger,
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            logger: StoreFixture.logger
+        )
+        let running = Task { await gateway.run() }
+        let forA = try await deliver(f, f.a)
+        let forB = try await deliver(f, f.b)
+        await gateway.enqueue(forA)
+        await gateway.enqueue(forB)
+        #expect(
+            try await eventually { await gateway.statistics.accepted == 1 && transport.sent.withLock { $0.count } == 4 }
+        )
+        let a = try await f.store.deliveredImpulse(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"))
+        #expect(a?.delivery.pushedAt != nil && a?.delivery.apnsID == "id-\(forA.id.rawValue)")
+        let b = try await f.store.deliveredImpulse(tenant: f.acme, user: f.b.id, impulse: try ImpulseID("one"))
+        #expect(b?.delivery.pushedAt == nil)
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.a.id).map(\.token) == [try token(1)])
+        let bDevices = try await f.store.devices(tenant: f.acme, owner: f.b.id)
+        #expect(Set(bDevices.map(\.token)) == [try token(3), try token(4)])
+        #expect(bDevices.first { $0.token == (try? token(4)) }?.quarantinedAt != nil)
+        // The badge is the true unread count, not 1.
+        #expect(transport.sent.withLock { $0.first { $0.device.owner == f.a.id }?.badge } == 1)
+        // A quarantined token gets nothing until it is registered again.
+        await gateway.enqueue(try await deliver(f, f.b))
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 5 })
+        #expect(transport.sent.withLock { $0.last?.device.token } == (try token(3)))
+        running.cancel()
+    }
+
+    @Test("A full tenant queue suspends the producer; in-flight pushes stay within the worker count")
+    func backpressure() async throws {
+        let f = try await StoreFixture.make()
+        try await register(f, f.a, 1)
+        let transport = ScriptedTransport(delay: .milliseconds(20))
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            configuration: .init(queueCapacityPerTenant: 3, workers: 2),
+            logger: StoreFixture.logger
+        )
+        let running = Task { await gateway.run() }
+        var deliveries: [Delivery] = []
+        for _ in 0..<12 { deliveries.append(try await deliver(f, f.a)) }
+        let peakQueue = Mutex(0)
+        let producer = Task {
+            for delivery in deliveries {
+                await gateway.enqueue(delivery)
+                let queued = await gateway.snapshot().queued[f.acme] ?? 0
+                peakQueue.withLock { $0 = max($0, queued) }
+            }
+        }
+        await producer.value
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 12 })
+        #expect(peakQueue.withLock { $0 } <= 3)
+        #expect(transport.concurrent.withLock { $0.peak } <= 2)
+        running.cancel()
+    }
+
+    @Test("A tenant configuration error pauses that tenant only")
+    func tenantPause() async throws {
+        let f = try await StoreFixture.make()
+        try await register(f, f.a, 1)
+        try await register(f, f.globexA, 9)
+        let transport = ScriptedTransport(answers: [
+            String(format: "%064x", 9): .rejected(status: 403, reason: "InvalidProviderToken", timestamp: nil)
+        ])
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            logger: StoreFixture.logger
+        )
+        let running = Task { await gateway.run() }
+        await gateway.enqueue(try await deliver(f, f.globexA))
+        #expect(try await eventually { await gateway.snapshot().paused[f.globex] == "InvalidProviderToken" })
+        await gateway.enqueue(try await deliver(f, f.a))
+        #expect(try await eventually { await gateway.statistics.accepted == 1 })
+        #expect(await gateway.snapshot().queued[f.globex] == 1)  // kept, not dropped
+        running.cancel()
+    }
+}
+
+func eventually(seconds: Double = 5, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return try await condition()
+}
