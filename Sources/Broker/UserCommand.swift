@@ -44,6 +44,7 @@ struct UserCommand: AsyncParsableCommand {
         @Option(help: "Language (EN, DE, ...); the tenant's default when unset.") var language: String?
         @Option(help: "IANA time zone; the tenant's default when unset.") var timeZone: String?
         @Option(help: "Twelve comma-separated life area scores 0-100, in the README's order.") var lifeAreas: String?
+        @Flag(help: "May use the tenant's admin page (/SendPush).") var admin = false
 
         func run() async throws {
             let password = try secret.resolve()
@@ -67,10 +68,11 @@ struct UserCommand: AsyncParsableCommand {
                         passwordHash: hash,
                         language: language,
                         lifeAreas: scores,
-                        preferences: preferences
+                        preferences: preferences,
+                        isAdmin: admin
                     )
                 )
-                print("added user \(user.username) to \(id) (id \(user.id))")
+                print("added \(user.isAdmin ? "admin" : "user") \(user.username) to \(id) (id \(user.id))")
             }
         }
     }

@@ -16,6 +16,7 @@ enum Fixture {
     static let bobPassword = "bob-pass"
     static let globexAlicePassword = "globex-secret"
     static let carolPassword = "carol-pass"
+    static let rootPassword = "root-<pass>"
     /// Alice gets twelve impulses, `acme-1` (oldest) to `acme-12` (newest).
     static let aliceDeliveries = 12
 
@@ -48,6 +49,10 @@ enum Fixture {
         let alice = try await addUser(store, acme, "alice", alicePassword)
         _ = try await addUser(store, acme, "bob", bobPassword)
         _ = try await addUser(store, acme, "carol", carolPassword)
+        let rootHash = try await Authenticator.hash(rootPassword, cost: 4)
+        _ = try await store.createUser(
+            try NewUser(tenant: acme, username: "root", passwordHash: rootHash, isAdmin: true)
+        )
         _ = try await store.setEnabled(tenant: acme, username: "carol", enabled: false)
         let globexAlice = try await addUser(store, globex, "alice", globexAlicePassword)
         _ = try await store.importImpulses(
@@ -197,10 +202,8 @@ struct TestBroker: Sendable {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         if let user {
-            let secret =
-                password
-                ?? (user == "alice"
-                    ? Fixture.alicePassword : user == "bob" ? Fixture.bobPassword : Fixture.carolPassword)
+            let known = ["alice": Fixture.alicePassword, "bob": Fixture.bobPassword, "root": Fixture.rootPassword]
+            let secret = password ?? known[user] ?? Fixture.carolPassword
             request.headers.add(
                 name: "Authorization",
                 value: "Basic " + Data("\(user):\(secret)".utf8).base64EncodedString()

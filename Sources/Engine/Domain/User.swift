@@ -31,6 +31,8 @@ public struct User: Sendable, Equatable {
     public var lifeAreas: LifeAreaScores
     public var enabled: Bool
     public var preferences: DeliveryPreferences
+    /// May use the tenant's admin pages (`/SendPush`).
+    public var isAdmin: Bool
     public var createdAt: Date
 
     public init(
@@ -42,6 +44,7 @@ public struct User: Sendable, Equatable {
         lifeAreas: LifeAreaScores,
         enabled: Bool,
         preferences: DeliveryPreferences,
+        isAdmin: Bool = false,
         createdAt: Date
     ) {
         self.id = id
@@ -52,6 +55,7 @@ public struct User: Sendable, Equatable {
         self.lifeAreas = lifeAreas
         self.enabled = enabled
         self.preferences = preferences
+        self.isAdmin = isAdmin
         self.createdAt = createdAt
     }
 }
@@ -64,6 +68,7 @@ public struct NewUser: Sendable {
     public var language: String?
     public var lifeAreas: LifeAreaScores
     public var preferences: DeliveryPreferences
+    public var isAdmin: Bool
 
     public init(
         tenant: TenantID,
@@ -71,7 +76,8 @@ public struct NewUser: Sendable {
         passwordHash: String,
         language: String? = nil,
         lifeAreas: LifeAreaScores = .neutral,
-        preferences: DeliveryPreferences = .init()
+        preferences: DeliveryPreferences = .init(),
+        isAdmin: Bool = false
     ) throws(EngineError) {
         try Self.validate(username: username)
         self.tenant = tenant
@@ -80,6 +86,7 @@ public struct NewUser: Sendable {
         self.language = try language.map { (code) throws(EngineError) in try validatedLanguage(code) }
         self.lifeAreas = lifeAreas
         self.preferences = preferences
+        self.isAdmin = isAdmin
     }
 
     /// A username may hold any printable characters but no `:` (Basic auth splits on the first one).

@@ -79,6 +79,8 @@ public protocol BrokerStore: Sendable {
     /// The user's newest delivery of one impulse.
     func deliveredImpulse(tenant: TenantID, user: UserID, impulse: ImpulseID) async throws -> DeliveredImpulse?
     func unreadCount(tenant: TenantID, user: UserID) async throws -> Int
+    /// How many deliveries each user of the tenant has (for the admin page).
+    func deliveryCounts(tenant: TenantID) async throws -> [UserID: Int]
     /// Applies fetched/read marks in one transaction; a mark never overwrites an earlier timestamp.
     func applyMarks(_ marks: [DeliveryMark]) async throws
     /// Deletes all deliveries of a user; returns how many.

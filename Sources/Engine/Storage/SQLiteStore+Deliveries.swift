@@ -79,6 +79,20 @@ extension SQLiteStore {
         }
     }
 
+    public func deliveryCounts(tenant: TenantID) async throws -> [UserID: Int] {
+        try await read { db in
+            var counts: [UserID: Int] = [:]
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT user_id, COUNT(*) AS n FROM deliveries WHERE tenant_id = ? GROUP BY user_id",
+                arguments: [tenant.rawValue]
+            ) {
+                counts[UserID(row["user_id"])] = row["n"]
+            }
+            return counts
+        }
+    }
+
     public func applyMarks(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
         try await write { db in

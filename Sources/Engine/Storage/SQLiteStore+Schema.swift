@@ -95,6 +95,9 @@ extension SQLiteStore {
         migrator.registerMigration("v2-device-quarantine") { db in
             try db.execute(sql: "ALTER TABLE devices ADD COLUMN quarantined_at REAL")
         }
+        migrator.registerMigration("v3-admin-users") { db in
+            try db.execute(sql: "ALTER TABLE users ADD COLUMN is_admin INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

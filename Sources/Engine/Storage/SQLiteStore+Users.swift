@@ -38,15 +38,15 @@ extension SQLiteStore {
             try db.execute(
                 sql: """
                     INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
-                        delivery_minute, quiet_start, quiet_end, weekdays, created_at)
-                    VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+                        delivery_minute, quiet_start, quiet_end, weekdays, created_at, is_admin)
+                    VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     new.tenant.rawValue, new.username, new.passwordHash, new.language,
                     Self.encodeScores(new.lifeAreas), new.preferences.timeZone,
                     new.preferences.deliveryTime?.minuteOfDay, new.preferences.quietHours?.start.minuteOfDay,
                     new.preferences.quietHours?.end.minuteOfDay, new.preferences.weekdays.mask,
-                    now.unixSeconds,
+                    now.unixSeconds, new.isAdmin,
                 ]
             )
             return User(
@@ -58,6 +58,7 @@ extension SQLiteStore {
                 lifeAreas: new.lifeAreas,
                 enabled: true,
                 preferences: new.preferences,
+                isAdmin: new.isAdmin,
                 createdAt: Date(unixSeconds: now.unixSeconds)
             )
         }
@@ -191,6 +192,7 @@ extension SQLiteStore {
             lifeAreas: try decodeScores(row["life_areas"]),
             enabled: row["enabled"],
             preferences: preferences,
+            isAdmin: row["is_admin"],
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

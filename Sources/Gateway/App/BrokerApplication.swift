@@ -19,6 +19,10 @@ public struct BrokerApplication: Service {
     public let store: any BrokerStore
     public let ledger: DeliveryLedger
     public let registry: TokenRegistry
+    /// Nil when pushes are disabled.
+    public let pushGateway: PushGateway?
+    /// The in-process APNs simulator of the embedded default.
+    public let simulator: APNsSimulator?
     let group: ServiceGroup
 
     public func run() async throws {
@@ -40,13 +44,22 @@ public func buildApplication(
     let ledger = DeliveryLedger(store: store, configuration: configuration.ledger)
     let registry = TokenRegistry(store: store, logger: logger)
     let authenticator = Authenticator(store: store, cacheTTL: configuration.rest.credentialCacheTTL)
+    let push = try await PushStack.make(
+        configuration.apns,
+        configuration: configuration.push,
+        store: store,
+        ledger: ledger,
+        registry: registry,
+        logger: logger
+    )
     let api = RESTAPI(
         tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant),
         authenticator: authenticator,
         ledger: ledger,
         registry: registry,
         store: store,
-        configuration: configuration.rest
+        configuration: configuration.rest,
+        pushGateway: push.gateway
     )
     let tls = try TLSFiles.configuredOrSelfSigned(
         certificatePath: configuration.tlsCertificatePath,
@@ -71,7 +84,8 @@ public func buildApplication(
             interval: configuration.changeFeedInterval,
             retention: .seconds(600),
             logger: logger
-        )
+        ),
+        PushService(stack: push),
     ]
     let https = Application(
         router: api.router(scheme: "https"),
@@ -110,5 +124,12 @@ public func buildApplication(
             logger: logger
         )
     )
-    return BrokerApplication(store: store, ledger: ledger, registry: registry, group: group)
+    return BrokerApplication(
+        store: store,
+        ledger: ledger,
+        registry: registry,
+        pushGateway: push.gateway,
+        simulator: push.simulator,
+        group: group
+    )
 }

@@ -49,6 +49,9 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Duration
     public var rest: RESTConfiguration
     public var ledger: LedgerConfiguration
+    /// Where pushes go (the embedded simulator by default).
+    public var apns: APNsSetup
+    public var push: PushGatewayConfiguration
 
     public init(
         dataDirectory: String,
@@ -64,7 +67,9 @@ public struct ServerConfiguration: Sendable {
         gracefulCloseTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(120),
         rest: RESTConfiguration = .init(),
-        ledger: LedgerConfiguration = .init()
+        ledger: LedgerConfiguration = .init(),
+        apns: APNsSetup = .embeddedSimulator,
+        push: PushGatewayConfiguration = .init()
     ) {
         self.dataDirectory = dataDirectory
         self.listen = listen
@@ -80,5 +85,7 @@ public struct ServerConfiguration: Sendable {
         self.idleTimeout = idleTimeout
         self.rest = rest
         self.ledger = ledger
+        self.apns = apns
+        self.push = push
     }
 }

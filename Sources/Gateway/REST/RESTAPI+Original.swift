@@ -12,6 +12,9 @@ extension RESTAPI {
             scheme: scheme,
             [
                 .get: { request, _, caller in
+                    if failures.consume(tenant: caller.tenant.id, user: caller.user.id) {
+                        throw Problem(.internalServerError, "injected-failure", "failure injected from SendPush")
+                    }
                     let limit = try integer(
                         "limit",
                         in: request,

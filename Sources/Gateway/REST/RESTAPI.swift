@@ -13,6 +13,8 @@ public struct RESTAPI: Sendable {
     let registry: TokenRegistry
     let store: any BrokerStore
     let configuration: RESTConfiguration
+    let pushGateway: PushGateway?
+    let failures = FailureInjector()
 
     public init(
         tenants: TenantDirectory,
@@ -20,7 +22,8 @@ public struct RESTAPI: Sendable {
         ledger: DeliveryLedger,
         registry: TokenRegistry,
         store: any BrokerStore,
-        configuration: RESTConfiguration
+        configuration: RESTConfiguration,
+        pushGateway: PushGateway? = nil
     ) {
         self.tenants = tenants
         self.authenticator = authenticator
@@ -28,6 +31,7 @@ public struct RESTAPI: Sendable {
         self.registry = registry
         self.store = store
         self.configuration = configuration
+        self.pushGateway = pushGateway
     }
 
     /// The caller of an authenticated route.
@@ -56,6 +60,7 @@ public struct RESTAPI: Sendable {
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)
         addMediaRoutes(router)
+        addAdminRoutes(router, scheme: scheme)
         return router
     }
 

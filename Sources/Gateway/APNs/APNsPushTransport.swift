@@ -1,0 +1,120 @@
+import Engine
+import Foundation
+import Logging
+import NIOSSL
+import Synchronization
+
+/// Where one APNs environment is, and how to trust it.
+public struct APNsEndpoint: Sendable {
+    public var host: String
+    public var port: Int
+    public var tls: TLSConfiguration
+    public var serverHostname: String?
+
+    public init(
+        host: String,
+        port: Int,
+        tls: TLSConfiguration = .makeClientConfiguration(),
+        serverHostname: String? = nil
+    ) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.serverHostname = serverHostname
+    }
+
+    public static let production = APNsEndpoint(host: "api.push.apple.com", port: 443)
+    public static let sandbox = APNsEndpoint(host: "api.sandbox.push.apple.com", port: 443)
+}
+
+/// The push transport on APNs: one client (connection pool) per tenant identity and environment.
+///
+/// Tenants without their own identity use the default one; one identity never shares a connection with
+/// another (APNs binds a connection to one team).
+public final class APNsPushTransport: PushTransport {
+    struct Key: Hashable {
+        var tenant: TenantID?
+        var environment: APNsEnvironment
+    }
+
+    private let endpoints: [APNsEnvironment: APNsEndpoint]
+    private let identities: [TenantID: APNsSigningIdentity]
+    private let defaultIdentity: APNsSigningIdentity?
+    private let clientConfiguration: @Sendable (APNsEndpoint) -> APNsClientConfiguration
+    private let logger: Logger
+    private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
+
+    public init(
+        endpoints: [APNsEnvironment: APNsEndpoint],
+        identities: [TenantID: APNsSigningIdentity] = [:],
+        defaultIdentity: APNsSigningIdentity?,
+        logger: Logger,
+        clientConfiguration: @escaping @Sendable (APNsEndpoint) -> APNsClientConfiguration = {
+            APNsClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
+        }
+    ) {
+        self.endpoints = endpoints
+        self.identities = identities
+        self.defaultIdentity = defaultIdentity
+        self.clientConfiguration = clientConfiguration
+        self.logger = logger
+    }
+
+    public func send(_ push: OutboundPush) async -> PushResult {
+        guard let client = client(tenant: push.tenant, environment: push.device.environment) else {
+            return .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil)
+        }
+        let notification: APNsNotification
+        do {
+            let payload = try ImpulsePayload(title: push.title, badge: push.badge, impulseID: push.impulse.rawValue)
+                .encoded()
+            notification = try APNsNotification(
+                token: push.device.token,
+                topic: push.device.topic,
+                apnsID: APNsNotification.deterministicID(
+                    push.tenant.rawValue,
+                    push.delivery.description,
+                    push.device.token.rawValue
+                ),
+                collapseID: push.collapseID,
+                payload: payload
+            )
+        } catch {
+            return .rejected(status: 413, reason: "PayloadTooLarge", timestamp: nil)
+        }
+        return await client.send(notification)
+    }
+
+    public func renewCredentials(tenant: TenantID) async {
+        let entries = clients.withLock { clients in
+            clients.filter { $0.key.tenant == tenant || $0.key.tenant == nil }.map(\.value)
+        }
+        for entry in entries {
+            if (try? entry.tokens?.renew()) == true { await entry.client.retireConnections() }
+        }
+    }
+
+    /// The pools, for inspection and shutdown.
+    public var allClients: [APNsClient] { clients.withLock { $0.values.map(\.client) } }
+
+    public func shutdown() async {
+        for client in allClients { await client.shutdown() }
+    }
+
+    private func client(tenant: TenantID, environment: APNsEnvironment) -> APNsClient? {
+        let own = identities[tenant]
+        guard let identity = own ?? defaultIdentity, let endpoint = endpoints[environment] else { return nil }
+        let key = Key(tenant: own == nil ? nil : tenant, environment: environment)
+        return clients.withLock { clients in
+            if let existing = clients[key] { return existing.client }
+            let tokens = ProviderTokenCache(identity: identity)
+            let client = APNsClient(
+                configuration: clientConfiguration(endpoint),
+                authentication: .token(tokens),
+                logger: logger
+            )
+            clients[key] = (client, tokens)
+            return client
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Crypto
+import Engine
+import Logging
+import NIOSSL
+import ServiceLifecycle
+
+/// Where pushes go.
+public enum APNsSetup: Sendable {
+    /// No push transport: deliveries are recorded, nothing is pushed.
+    case disabled
+    /// The embedded default: an APNs simulator in this process, with a signing key generated at start.
+    case embeddedSimulator
+    /// Real APNs or an external simulator, with per-tenant signing identities and a default one.
+    case external(
+        endpoints: [APNsEnvironment: APNsEndpoint],
+        defaultIdentity: APNsSigningIdentity?,
+        identities: [TenantID: APNsSigningIdentity]
+    )
+}
+
+/// The push side of a running broker: the gateway actor, its transport and, on the embedded default, the simulator.
+struct PushStack {
+    let gateway: PushGateway?
+    let transport: APNsPushTransport?
+    let simulator: APNsSimulator?
+
+    static func make(
+        _ setup: APNsSetup,
+        configuration: PushGatewayConfiguration,
+        store: any BrokerStore,
+        ledger: DeliveryLedger,
+        registry: TokenRegistry,
+        logger: Logger
+    ) async throws -> PushStack {
+        let transport: APNsPushTransport
+        var simulator: APNsSimulator?
+        switch setup {
+        case .disabled:
+            return PushStack(gateway: nil, transport: nil, simulator: nil)
+        case .embeddedSimulator:
+            let identity = APNsSigningIdentity(
+                teamID: "SIMULATED1",
+                keyID: "SIMKEY0001",
+                key: P256.Signing.PrivateKey()
+            )
+            let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: ["localhost"])
+            let certificate = try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem)
+            let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
+            let running = APNsSimulator(
+                configuration: APNsSimulatorConfiguration(
+                    tls: .makeServerConfiguration(
+                        certificateChain: [.certificate(certificate)],
+                        privateKey: .privateKey(key)
+                    ),
+                    keys: [identity.keyID: identity.publicKey]
+                )
+            )
+            let port = try await running.start()
+            var trust = TLSConfiguration.makeClientConfiguration()
+            trust.trustRoots = .certificates([certificate])
+            let endpoint = APNsEndpoint(host: "127.0.0.1", port: port, tls: trust, serverHostname: "localhost")
+            transport = APNsPushTransport(
+                endpoints: [.production: endpoint, .sandbox: endpoint],
+                defaultIdentity: identity,
+                logger: logger
+            )
+            simulator = running
+            logger.notice("APNs simulator running in-process", metadata: ["apns.port": "\(port)"])
+        case .external(let endpoints, let defaultIdentity, let identities):
+            transport = APNsPushTransport(
+                endpoints: endpoints,
+                identities: identities,
+                defaultIdentity: defaultIdentity,
+                logger: logger
+            )
+        }
+        let gateway = PushGateway(
+            store: store,
+            ledger: ledger,
+            registry: registry,
+            transport: transport,
+            configuration: configuration,
+            logger: logger
+        )
+        return PushStack(gateway: gateway, transport: transport, simulator: simulator)
+    }
+}
+
+/// Runs the push gateway's workers; on shutdown stops them, closes APNs connections and the simulator.
+struct PushService: Service {
+    let stack: PushStack
+
+    func run() async throws {
+        if let gateway = stack.gateway {
+            try? await cancelWhenGracefulShutdown { await gateway.run() }
+        } else {
+            try? await gracefulShutdown()
+        }
+        await stack.transport?.shutdown()
+        await stack.simulator?.stop()
+    }
+}

@@ -1,0 +1,185 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
+/// One-shot failures an admin arms for a user's next `CurrentImpulse` (the original `error` command).
+final class FailureInjector: Sendable {
+    private struct Key: Hashable {
+        var tenant: TenantID
+        var user: UserID
+    }
+    private let armed = Mutex(Set<Key>())
+
+    func arm(tenant: TenantID, user: UserID) {
+        _ = armed.withLock { $0.insert(Key(tenant: tenant, user: user)) }
+    }
+
+    /// True once after `arm`.
+    func consume(tenant: TenantID, user: UserID) -> Bool {
+        armed.withLock { $0.remove(Key(tenant: tenant, user: user)) != nil }
+    }
+}
+
+/// The original `/SendPush` admin page, now sending through the real push gateway.
+struct SendPushForm: Decodable {
+    var command: String
+    var impulse: String?
+    var target: String?
+    var token: String?
+}
+
+extension RESTAPI {
+    func addAdminRoutes(_ router: Router<BasicRequestContext>, scheme: String) {
+        resource(
+            router,
+            "/SendPush",
+            scheme: scheme,
+            [
+                .get: { request, _, caller in
+                    try requireAdmin(caller)
+                    return try await adminPage(caller, message: nil)
+                },
+                .post: { request, _, caller in
+                    try requireAdmin(caller)
+                    let buffer = try await request.body.collect(upTo: configuration.maxBodySize)
+                    let form: SendPushForm
+                    do {
+                        form = try URLEncodedFormDecoder().decode(SendPushForm.self, from: String(buffer: buffer))
+                    } catch {
+                        throw Problem.badRequest(
+                            "send the form fields command, impulse, target and token",
+                            code: "malformed-body"
+                        )
+                    }
+                    return try await adminPage(caller, message: try await run(form, caller))
+                },
+            ]
+        )
+    }
+
+    private func requireAdmin(_ caller: Caller) throws {
+        guard caller.user.isAdmin else {
+            throw Problem(.forbidden, "admin-required", "this page is for the tenant's admins")
+        }
+    }
+
+    /// Executes one command; returns what to tell the admin.
+    private func run(_ form: SendPushForm, _ caller: Caller) async throws -> String {
+        let tenant = caller.tenant
+        switch form.command {
+        case "send":
+            guard let targetName = form.target,
+                let target = try await store.user(tenant: tenant.id, username: targetName)
+            else {
+                throw Problem(.unprocessableContent, "invalid-input", "unknown target user")
+            }
+            let impulseID = try Problem.validating { () throws(EngineError) in try ImpulseID(form.impulse ?? "") }
+            guard try await store.impulse(tenant: tenant.id, id: impulseID) != nil else {
+                throw Problem(.unprocessableContent, "invalid-input", "unknown impulse")
+            }
+            let recorded = try await ledger.assign([
+                NewDelivery(tenant: tenant.id, user: target.id, impulse: impulseID, kind: .manual, assignedAt: Date())
+            ])
+            guard let delivery = recorded.first else { return "nothing assigned" }
+            guard let gateway = pushGateway else {
+                return "assigned \(impulseID) to \(targetName); pushes are disabled"
+            }
+            await gateway.enqueue(delivery)
+            return "assigned \(impulseID) to \(targetName) and queued its push"
+        case "fill":
+            let impulses = try await store.impulses(tenant: tenant.id)
+            _ = try await ledger.assign(
+                impulses.map {
+                    NewDelivery(
+                        tenant: tenant.id,
+                        user: caller.user.id,
+                        impulse: $0.id,
+                        kind: .manual,
+                        assignedAt: Date()
+                    )
+                }
+            )
+            return "assigned all \(impulses.count) impulses to you"
+        case "clear":
+            let removed = try await ledger.clear(tenant: tenant.id, user: caller.user.id)
+            return "removed your \(removed) impulses"
+        case "error":
+            failures.arm(tenant: tenant.id, user: caller.user.id)
+            return "your next CurrentImpulse will fail with 500"
+        case "token":
+            let token = try Problem.validating { () throws(EngineError) in try DeviceToken(form.token ?? "") }
+            try await registry.register(
+                tenant: tenant,
+                user: caller.user.id,
+                token: token,
+                name: "set by SendPush",
+                environment: configuration.originalTokenEnvironment
+            )
+            return "your token is now \(token.redacted)"
+        default:
+            throw Problem(.unprocessableContent, "invalid-input", "command must be send, fill, clear, error or token")
+        }
+    }
+
+    private func adminPage(_ caller: Caller, message: String?) async throws -> Response {
+        let tenant = caller.tenant
+        let users = try await store.users(tenant: tenant.id)
+        let counts = try await store.deliveryCounts(tenant: tenant.id)
+        let impulses = try await store.impulses(tenant: tenant.id)
+        var rows = ""
+        for user in users {
+            let tokens = try await store.devices(tenant: tenant.id, owner: user.id).map {
+                $0.token.redacted + ($0.quarantinedAt == nil ? "" : " (quarantined)")
+            }
+            rows +=
+                "<tr><td>\(html(user.username))</td><td>\(counts[user.id] ?? 0)</td><td>\(html(tokens.joined(separator: ", ")))</td></tr>\n"
+        }
+        let catalog = impulses.map {
+            "<tr><td>\(html($0.id.rawValue))</td><td>\(html($0.language))</td><td>\(html($0.title))</td><td>\($0.lifeArea.rawValue)</td></tr>"
+        }.joined(separator: "\n")
+        let options = impulses.map { "<option>\(html($0.id.rawValue))</option>" }.joined()
+        let targets = users.map { "<option>\(html($0.username))</option>" }.joined()
+        let page = """
+            <!doctype html><html><head><meta charset="utf-8"><title>SendPush: \(html(tenant.name))</title></head><body>
+            <h1>SendPush: \(html(tenant.name))</h1>
+            \(message.map { "<p><strong>\(html($0))</strong></p>" } ?? "")
+            <h2>Users</h2><table border="1"><tr><th>user</th><th>impulses</th><th>tokens</th></tr>
+            \(rows)</table>
+            <h2>Commands</h2>
+            <form method="post"><input type="hidden" name="command" value="send">
+            Send <select name="impulse">\(options)</select> to <select name="target">\(targets)</select> now
+            <button>send</button></form>
+            <form method="post"><input type="hidden" name="command" value="fill"><button>fill</button> give me every impulse</form>
+            <form method="post"><input type="hidden" name="command" value="clear"><button>clear</button> remove my impulses</form>
+            <form method="post"><input type="hidden" name="command" value="error"><button>error</button>
+            make my next CurrentImpulse fail with 500</form>
+            <form method="post"><input type="hidden" name="command" value="token">
+            <input name="token" size="64"> <button>token</button> set my device token</form>
+            <h2>Catalog</h2><table border="1"><tr><th>id</th><th>language</th><th>title</th><th>life area</th></tr>
+            \(catalog)</table></body></html>
+            """
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: page))
+        )
+    }
+}
+
+/// Escapes text for HTML element content and attribute values.
+func html(_ text: String) -> String {
+    var escaped = ""
+    for character in text {
+        switch character {
+        case "&": escaped += "&amp;"
+        case "<": escaped += "&lt;"
+        case ">": escaped += "&gt;"
+        case "\"": escaped += "&quot;"
+        case "'": escaped += "&#39;"
+        default: escaped.append(character)
+        }
+    }
+    return escaped
+}

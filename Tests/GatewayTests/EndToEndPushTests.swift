@@ -1,0 +1,135 @@
+import Engine
+import Foundation
+import Gateway
+import Testing
+
+@Suite("Push end to end", .timeLimit(.minutes(2)))
+struct EndToEndPushTests {
+    @Test("Register through REST, send from /SendPush, the simulator records the push, the app fetches the impulse")
+    func endToEnd() async throws {
+        try await TestBroker.run { broker in
+            let token = String(repeating: "c0ffee", count: 8) + "00112233445566778899aabbccddeeff"
+            let registered = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "Alice's iPhone"}"#
+            )
+            #expect(registered.status == 204)
+            let sent = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "command=send&impulse=acme-3&target=alice"
+            )
+            #expect(sent.status == 200)
+            #expect(sent.text.contains("queued its push"))
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.accepted.count == 1 })
+            let push = try #require(simulator.accepted.first)
+            #expect(push.token == token)
+            #expect(push.topic == "com.acme.impulse" && push.pushType == "alert" && push.priority == 10)
+            let payload = try JSONSerialization.jsonObject(with: Data(push.payload.utf8)) as? [String: Any]
+            let aps = try #require(payload?["aps"] as? [String: Any])
+            // Twelve seeded unread impulses plus this one: the badge is the true unread count.
+            #expect(aps["badge"] as? Int == 13)
+            #expect(aps["sound"] == nil)
+            #expect((aps["alert"] as? [String: String])?["title"] == "Title acme-3")
+            #expect(payload?["impulseID"] as? String == "acme-3")
+            let current = try await broker.send(.GET, "/CurrentImpulse?limit=1")
+            #expect((current.json["items"] as? [[String: Any]])?.first?["workingID"] as? String == "acme-3")
+            // The ledger recorded the push with APNs' id, and the collapse id is the delivery's.
+            let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
+            #expect(
+                try await eventually {
+                    let newest = try await broker.store.deliveredImpulses(
+                        tenant: Fixture.acme,
+                        user: alice.id,
+                        after: nil,
+                        before: nil,
+                        limit: 1
+                    )
+                    return newest.first?.delivery.apnsID == push.apnsID && newest.first?.delivery.pushedAt != nil
+                }
+            )
+            let newest = try await broker.store.deliveredImpulses(
+                tenant: Fixture.acme,
+                user: alice.id,
+                after: nil,
+                before: nil,
+                limit: 1
+            )
+            #expect(push.collapseID == "impulse-\(try #require(newest.first).delivery.id.rawValue)")
+        }
+    }
+
+    @Test("A token APNs reports unregistered after its registration is removed; one registered later is kept")
+    func unregisteredTokens() async throws {
+        try await TestBroker.run { broker in
+            let simulator = try #require(broker.application.simulator)
+            let stale = String(repeating: "aa", count: 32)
+            let fresh = String(repeating: "bb", count: 32)
+            for token in [stale, fresh] {
+                let reply = try await broker.send(
+                    .POST,
+                    "/RegisterToken",
+                    body: #"{"DeviceToken": "\#(token)", "DeviceName": "x"}"#
+                )
+                #expect(reply.status == 204)
+            }
+            simulator.setToken(stale, .unregistered(since: Date().addingTimeInterval(60)))
+            simulator.setToken(fresh, .unregistered(since: Date().addingTimeInterval(-3600)))
+            _ = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "command=send&impulse=acme-1&target=alice"
+            )
+            #expect(
+                try await eventually {
+                    let devices = try await broker.send(.GET, "/v1/devices").json["devices"] as? [[String: Any]]
+                    return devices?.compactMap { $0["token"] as? String } == [fresh]
+                }
+            )
+        }
+    }
+
+    @Test("SendPush is for admins; its commands fill, clear, arm a failure and set a token; output is escaped")
+    func adminCommands() async throws {
+        try await TestBroker.run { broker in
+            let form = [("Content-Type", "application/x-www-form-urlencoded")]
+            #expect(try await broker.send(.GET, "/SendPush").status == 403)
+            let page = try await broker.send(.GET, "/SendPush", user: "root")
+            #expect(page.status == 200 && page.headers["content-type"].first == "text/html; charset=utf-8")
+            #expect(page.text.contains("<td>alice</td><td>12</td>"))
+            #expect(
+                try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=fill").text
+                    .contains("all 12")
+            )
+            #expect(
+                try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=clear").text
+                    .contains("removed your 12")
+            )
+            _ = try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=error")
+            #expect(try await broker.send(.GET, "/CurrentImpulse", user: "root").status == 500)
+            #expect(try await broker.send(.GET, "/CurrentImpulse", user: "root").status == 200)
+            let token = String(repeating: "dd", count: 32)
+            let set = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: form,
+                body: "command=token&token=\(token)"
+            )
+            #expect(set.text.contains("dddd…dddd") && !set.text.contains(token))
+            #expect(
+                try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=nope").status
+                    == 422
+            )
+            try await Fixture.addUser(broker.store, Fixture.acme, "<script>x</script>", "p")
+            let escaped = try await broker.send(.GET, "/SendPush", user: "root")
+            #expect(escaped.text.contains("&lt;script&gt;x&lt;/script&gt;") && !escaped.text.contains("<script>x"))
+        }
+    }
+}
