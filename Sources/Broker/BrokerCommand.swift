@@ -11,7 +11,10 @@ struct BrokerCommand: AsyncParsableCommand {
         commandName: "broker",
         abstract:
             "Impulse Broker: daily wellbeing impulses pushed to iPhones, and the REST API the app reads them from.",
-        subcommands: [Demo.self, Serve.self, TenantCommand.self, UserCommand.self, CatalogCommand.self, Deliver.self]
+        subcommands: [
+            Demo.self, Serve.self, SimulatorCommand.self, TenantCommand.self, UserCommand.self, CatalogCommand.self,
+            Deliver.self,
+        ]
     )
 }
 

@@ -77,6 +77,8 @@ public actor APNsClient {
         var inFlight = 0
         var verified: Bool
         var lastUsed = ContinuousClock.now
+        /// Whether its GOAWAY or close has been counted towards the reconnect backoff.
+        var lossCounted = false
     }
 
     public nonisolated let configuration: APNsClientConfiguration
@@ -175,35 +177,51 @@ public actor APNsClient {
         return Int(max(1, entry.link.maxStreams.load(ordering: .relaxed)))
     }
 
-    /// A connection with a free stream, opening one or waiting as needed.
+    /// A connection with a free stream, opening one or waiting as needed. Fails at once when APNs cannot be
+    /// reached (the caller's retry policy backs off), never loops on connection attempts.
     private func acquire() async -> Result<Link, AcquireFailure> {
-        while true {
+        while !Task.isCancelled {
             if let (id, entry) = pool.first(where: { $0.value.link.isOpen && $0.value.inFlight < limit($0.value) }) {
                 pool[id]?.inFlight += 1
                 pool[id]?.lastUsed = .now
                 return .success(entry.link)
             }
+            noteLostConnections()
             pool = pool.filter { $0.value.link.isOpen || $0.value.inFlight > 0 }
             let open = pool.values.filter { $0.link.isOpen }.count
             if open + connecting < configuration.maximumConnections, ContinuousClock.now >= nextConnectAt {
-                await connect()
+                if let failure = await connect() { return .failure(failure) }
                 continue
+            }
+            if open + connecting == 0 {
+                return .failure(AcquireFailure("APNs is unreachable; reconnecting after a backoff"))
             }
             guard waiters.count < configuration.maximumWaiting else {
                 return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))
             }
-            if open + connecting == 0 {
-                // No connection and none allowed yet: wait out the backoff instead of spinning.
-                try? await Task.sleep(until: nextConnectAt, clock: .continuous)
-                continue
-            }
             await withCheckedContinuation { waiters.append($0) }
         }
+        return .failure(AcquireFailure("cancelled"))
     }
 
     struct AcquireFailure: Error, CustomStringConvertible {
         var description: String
         init(_ description: String) { self.description = description }
+    }
+
+    /// A connection lost to GOAWAY or a close delays the next connect (jittered, doubling while no push
+    /// succeeds), so a server that keeps sending GOAWAY never sees a rapid reconnect loop.
+    private func noteLostConnections() {
+        for (id, entry) in pool where !entry.link.isOpen && !entry.lossCounted {
+            pool[id]?.lossCounted = true
+            stats.goAways += 1
+            failures += 1
+            let pause = min(
+                configuration.reconnectBackoff * (1 << min(failures - 1, 16)),
+                configuration.maximumReconnectBackoff
+            )
+            nextConnectAt = max(nextConnectAt, .now + pause * Double.random(in: 0.5...1.5))
+        }
     }
 
     private func release(_ link: Link, accepted: Bool) {
@@ -218,7 +236,8 @@ public actor APNsClient {
         for waiter in woken { waiter.resume() }
     }
 
-    private func connect() async {
+    /// Opens one connection; returns why it could not.
+    private func connect() async -> AcquireFailure? {
         connecting += 1
         defer { connecting -= 1 }
         do {
@@ -249,6 +268,7 @@ public actor APNsClient {
                 "APNs connection opened",
                 metadata: ["apns.host": "\(configuration.host)", "apns.streams": "\(streams)"]
             )
+            return nil
         } catch {
             failures += 1
             let pause = min(
@@ -262,6 +282,7 @@ public actor APNsClient {
                     "apns.host": "\(configuration.host)", "apns.backoff_ms": "\(pause.components.seconds * 1000)",
                 ]
             )
+            return AcquireFailure("cannot connect to APNs: \(error)")
         }
     }
 

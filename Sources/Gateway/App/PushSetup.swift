@@ -92,11 +92,26 @@ struct PushService: Service {
 
     func run() async throws {
         if let gateway = stack.gateway {
-            try? await cancelWhenGracefulShutdown { await gateway.run() }
+            try? await cancelWhenGracefulShutdown {
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await gateway.run() }
+                    group.addTask { await maintain() }
+                    await group.next()
+                    group.cancelAll()
+                }
+            }
         } else {
             try? await gracefulShutdown()
         }
         await stack.transport?.shutdown()
         await stack.simulator?.stop()
+    }
+
+    /// PINGs idle APNs connections (they die silently in the field) and forgets closed ones.
+    private func maintain() async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: .seconds(15)) } catch { return }
+            for client in stack.transport?.allClients ?? [] { await client.maintain(idleAfter: .seconds(60)) }
+        }
     }
 }

@@ -59,6 +59,17 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
     public var unavailableUntil: Date?
 
     public init() {}
+
+    /// Every member is optional in JSON; a missing one keeps its default.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        delayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .delayMilliseconds) ?? 0
+        hangNext = try container.decodeIfPresent(Int.self, forKey: .hangNext) ?? 0
+        refuseNext = try container.decodeIfPresent(Int.self, forKey: .refuseNext) ?? 0
+        dropNext = try container.decodeIfPresent(Int.self, forKey: .dropNext) ?? 0
+        goAwayReason = try container.decodeIfPresent(String.self, forKey: .goAwayReason)
+        unavailableUntil = try container.decodeIfPresent(Date.self, forKey: .unavailableUntil)
+    }
 }
 
 /// A faithful APNs provider API on the libnghttp2 engine, for tests, development and benchmarks.

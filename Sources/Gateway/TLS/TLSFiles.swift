@@ -55,7 +55,7 @@ public struct TLSFiles: Sendable {
     }
 
     /// A server TLS configuration offering `h2` and `http/1.1` through ALPN.
-    func serverConfiguration() throws -> TLSConfiguration {
+    public func serverConfiguration() throws -> TLSConfiguration {
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map {
                 NIOSSLCertificateSource.certificate($0)
