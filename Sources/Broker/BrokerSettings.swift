@@ -31,6 +31,7 @@ struct ConfigFile: Decodable {
     var credentialCacheSeconds: Int?
     var bcryptCost: Int?
     var logLevel: String?
+    var apns: APNsFileSettings?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -48,6 +49,7 @@ struct BrokerSettings {
     var credentialCacheSeconds: Int
     var bcryptCost: UInt8
     var logLevel: Logger.Level
+    var apns: APNsSetup
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -107,6 +109,8 @@ struct BrokerSettings {
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
         logLevel = parsed
+        let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
+        apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)
     }
 
     func serverConfiguration() -> ServerConfiguration {
@@ -123,7 +127,8 @@ struct BrokerSettings {
                 maxBodySize: maxBodyBytes,
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
                 mediaDirectory: dataDirectory + "/media"
-            )
+            ),
+            apns: apns
         )
     }
 

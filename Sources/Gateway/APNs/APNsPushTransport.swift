@@ -27,6 +27,14 @@ public struct APNsEndpoint: Sendable {
     public static let sandbox = APNsEndpoint(host: "api.sandbox.push.apple.com", port: 443)
 }
 
+/// How a tenant (or the broker's default) authenticates to APNs.
+public enum APNsCredential: Sendable {
+    /// A provider-token signing key (`.p8`).
+    case token(APNsSigningIdentity)
+    /// A TLS client certificate: `tls` carries the chain and key (see `APNsCertificate`), added to each endpoint's.
+    case certificate(chain: [NIOSSLCertificateSource], key: NIOSSLPrivateKeySource)
+}
+
 /// The push transport on APNs: one client (connection pool) per tenant identity and environment.
 ///
 /// Tenants without their own identity use the default one; one identity never shares a connection with
@@ -38,16 +46,16 @@ public final class APNsPushTransport: PushTransport {
     }
 
     private let endpoints: [APNsEnvironment: APNsEndpoint]
-    private let identities: [TenantID: APNsSigningIdentity]
-    private let defaultIdentity: APNsSigningIdentity?
+    private let identities: [TenantID: APNsCredential]
+    private let defaultIdentity: APNsCredential?
     private let clientConfiguration: @Sendable (APNsEndpoint) -> APNsClientConfiguration
     private let logger: Logger
     private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
 
     public init(
         endpoints: [APNsEnvironment: APNsEndpoint],
-        identities: [TenantID: APNsSigningIdentity] = [:],
-        defaultIdentity: APNsSigningIdentity?,
+        identities: [TenantID: APNsCredential] = [:],
+        defaultIdentity: APNsCredential?,
         logger: Logger,
         clientConfiguration: @escaping @Sendable (APNsEndpoint) -> APNsClientConfiguration = {
             APNsClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
@@ -107,12 +115,27 @@ public final class APNsPushTransport: PushTransport {
         let key = Key(tenant: own == nil ? nil : tenant, environment: environment)
         return clients.withLock { clients in
             if let existing = clients[key] { return existing.client }
-            let tokens = ProviderTokenCache(identity: identity)
-            let client = APNsClient(
-                configuration: clientConfiguration(endpoint),
-                authentication: .token(tokens),
-                logger: logger
-            )
+            let client: APNsClient
+            var tokens: ProviderTokenCache?
+            switch identity {
+            case .token(let signing):
+                let cache = ProviderTokenCache(identity: signing)
+                tokens = cache
+                client = APNsClient(
+                    configuration: clientConfiguration(endpoint),
+                    authentication: .token(cache),
+                    logger: logger
+                )
+            case .certificate(let chain, let privateKey):
+                var withCertificate = endpoint
+                withCertificate.tls.certificateChain = chain
+                withCertificate.tls.privateKey = privateKey
+                client = APNsClient(
+                    configuration: clientConfiguration(withCertificate),
+                    authentication: .certificate,
+                    logger: logger
+                )
+            }
             clients[key] = (client, tokens)
             return client
         }

@@ -13,8 +13,8 @@ public enum APNsSetup: Sendable {
     /// Real APNs or an external simulator, with per-tenant signing identities and a default one.
     case external(
         endpoints: [APNsEnvironment: APNsEndpoint],
-        defaultIdentity: APNsSigningIdentity?,
-        identities: [TenantID: APNsSigningIdentity]
+        defaultIdentity: APNsCredential?,
+        identities: [TenantID: APNsCredential]
     )
 }
 
@@ -61,7 +61,7 @@ struct PushStack {
             let endpoint = APNsEndpoint(host: "127.0.0.1", port: port, tls: trust, serverHostname: "localhost")
             transport = APNsPushTransport(
                 endpoints: [.production: endpoint, .sandbox: endpoint],
-                defaultIdentity: identity,
+                defaultIdentity: .token(identity),
                 logger: logger
             )
             simulator = running

@@ -1,0 +1,157 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Gateway
+import NIOCore
+import NIOSSL
+import Testing
+
+/// A background `broker` process whose stdout and stderr are collected.
+final class RunningBroker: @unchecked Sendable {
+    // Only touched from the test task and the pipes' reading, which `lock` guards.
+    let process = Process()
+    private let lock = NSLock()
+    private var collected = ""
+
+    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = BrokerProcess.executable
+        process.arguments = arguments
+        process.environment = ["BROKER_BCRYPT_COST": "4"].merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let text = String(decoding: handle.availableData, as: UTF8.self)
+            guard let self else { return }
+            self.lock.lock()
+            self.collected += text
+            self.lock.unlock()
+        }
+        try process.run()
+    }
+
+    var output: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return collected
+    }
+
+    /// Waits until the output matches, returning the first capture as a number.
+    func port(matching pattern: Regex<(Substring, Substring)>) async throws -> Int? {
+        for _ in 0..<500 {
+            if let match = output.firstMatch(of: pattern), let port = Int(match.1) { return port }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
+    func stop() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+@Suite("broker serve against an external APNs", .timeLimit(.minutes(1)))
+struct ExternalAPNsTests {
+    @Test("serve configured with a .p8 key pushes to a separate apns-simulator process and records the outcome")
+    func externalSimulator() async throws {
+        let data = TestBroker.temporaryDirectory()
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        let simulator = try RunningBroker([
+            "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
+            "KEY0000001=\(data)/AuthKey.p8",
+            "--topic", "com.acme.impulse", "--log-level", "error",
+        ])
+        let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
+        let config = """
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "defaultTenant": "acme", "logLevel": "notice",
+             "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
+                      "trustRoots": "\(data)/sim/tls/self-signed.crt",
+                      "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
+            """
+        try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
+        let admin = ["--config", data + "/broker.json"]
+        try #require(
+            try BrokerProcess.run(
+                ["tenant", "create", "acme", "--apns-topic", "com.acme.impulse"] + admin,
+                dataDirectory: nil
+            ).status == 0
+        )
+        try #require(
+            try BrokerProcess.run(["user", "add", "acme", "alice", "--password", "a"] + admin, dataDirectory: nil)
+                .status == 0
+        )
+        try #require(
+            try BrokerProcess.run(
+                ["user", "add", "acme", "ops", "--password", "o", "--admin"] + admin,
+                dataDirectory: nil
+            ).status == 0
+        )
+        let catalog = data + "/catalog.json"
+        try
+            #"{"items": [{"workingID": "w1", "language": "EN", "title": "Breathe", "descriptionShort": "S", "description": "D", "duration": 2, "action": "do", "single": true, "lifeArea": "health"}]}"#
+            .write(toFile: catalog, atomically: true, encoding: .utf8)
+        try #require(
+            try BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
+        )
+        let broker = try RunningBroker(["serve"] + admin)
+        let port = try #require(try await broker.port(matching: /listener=https port=(\d+)/), "\(broker.output)")
+
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .file(data + "/broker/tls/self-signed.crt")
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        func post(
+            _ path: String,
+            _ user: String,
+            _ password: String,
+            _ body: String,
+            form: Bool = false
+        ) async throws -> Int {
+            var request = HTTPClientRequest(url: "https://127.0.0.1:\(port)\(path)")
+            request.method = .POST
+            request.headers.add(
+                name: "Authorization",
+                value: "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+            )
+            if form { request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded") }
+            request.body = .bytes(ByteBuffer(string: body))
+            return Int(try await client.execute(request, timeout: .seconds(10)).status.code)
+        }
+        let token = String(repeating: "4e", count: 32)
+        #expect(
+            try await post("/RegisterToken", "alice", "a", #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#)
+                == 204
+        )
+        #expect(try await post("/SendPush", "ops", "o", "command=send&impulse=w1&target=alice", form: true) == 200)
+        try await client.shutdown()
+
+        var simulatorTLS = TLSConfiguration.makeClientConfiguration()
+        simulatorTLS.trustRoots = .file(data + "/sim/tls/self-signed.crt")
+        let control = try await HTTP2ClientConnection.connect(
+            host: "127.0.0.1",
+            port: simulatorPort,
+            tls: simulatorTLS,
+            serverHostname: "localhost"
+        )
+        let accepted = try await eventually {
+            let listing = try await control.send(
+                [
+                    HTTP2Header(":method", "GET"), HTTP2Header(":scheme", "https"),
+                    HTTP2Header(":path", "/_simulator/accepted"), HTTP2Header(":authority", "localhost"),
+                ],
+                deadline: .seconds(5)
+            )
+            let json = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
+            let pushes = json?["pushes"] as? [[String: Any]]
+            return pushes?.first?["token"] as? String == token
+                && pushes?.first?["topic"] as? String == "com.acme.impulse"
+        }
+        #expect(accepted, "\(broker.output)")
+        await control.close()
+        #expect(broker.stop() == 0)
+        #expect(simulator.stop() == 0)
+        #expect(!broker.output.contains(token))
+    }
+}
