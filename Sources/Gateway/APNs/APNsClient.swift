@@ -194,7 +194,16 @@ public actor APNsClient {
                 continue
             }
             if open + connecting == 0 {
-                return .failure(AcquireFailure("APNs is unreachable; reconnecting after a backoff"))
+                // Reconnecting after a GOAWAY or a failed connect: wait out a short backoff, fail a long one.
+                guard nextConnectAt - .now <= configuration.requestDeadline else {
+                    return .failure(AcquireFailure("APNs is unreachable; reconnecting after a backoff"))
+                }
+                do {
+                    try await Task.sleep(until: nextConnectAt, clock: .continuous)
+                } catch {
+                    return .failure(AcquireFailure("cancelled"))
+                }
+                continue
             }
             guard waiters.count < configuration.maximumWaiting else {
                 return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))

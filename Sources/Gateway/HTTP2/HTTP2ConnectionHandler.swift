@@ -39,6 +39,16 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         if context.channel.isActive { start(context: context) }
     }
 
+    /// The context is held only while the handler is in the pipeline: the context holds the handler, so keeping
+    /// it after removal would be a cycle that leaks both (seen under LeakSanitizer).
+    func handlerRemoved(context: ChannelHandlerContext) {
+        failAll(HTTP2EngineError(.connectionClosed, "the connection closed"))
+        self.context = nil
+        session = nil
+        onEvent = nil
+        onRequest = nil
+    }
+
     func channelActive(context: ChannelHandlerContext) {
         start(context: context)
         context.fireChannelActive()
