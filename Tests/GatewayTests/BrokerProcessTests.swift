@@ -38,6 +38,52 @@ struct BrokerProcess {
     }
 }
 
+/// A background `broker` process whose stdout and stderr are collected.
+final class RunningBroker: @unchecked Sendable {
+    // Only touched from the test task and the pipes' reading, which `lock` guards.
+    let process = Process()
+    private let lock = NSLock()
+    private var collected = ""
+
+    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = BrokerProcess.executable
+        process.arguments = arguments
+        process.environment = ["BROKER_BCRYPT_COST": "4"].merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let text = String(decoding: handle.availableData, as: UTF8.self)
+            guard let self else { return }
+            self.lock.lock()
+            self.collected += text
+            self.lock.unlock()
+        }
+        try process.run()
+    }
+
+    var output: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return collected
+    }
+
+    /// Waits until the output matches, returning the first capture as a number.
+    func port(matching pattern: Regex<(Substring, Substring)>) async throws -> Int? {
+        for _ in 0..<500 {
+            if let match = output.firstMatch(of: pattern), let port = Int(match.1) { return port }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
+    func stop() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
 @Suite("The broker executable", .timeLimit(.minutes(2)))
 struct BrokerProcessTests {
     @Test("Admin commands create a tenant, users and a catalog, and report bad input with a non-zero exit")
@@ -116,27 +162,15 @@ struct BrokerProcessTests {
     func demoRestarts() async throws {
         let data = TestBroker.temporaryDirectory()
         for _ in 0..<2 {
-            let process = Process()
-            process.executableURL = BrokerProcess.executable
-            process.arguments = ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error"]
-            process.environment = ["BROKER_BCRYPT_COST": "4"]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            var banner = ""
-            while !banner.contains("Stop with Ctrl-C") {
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                banner += String(decoding: chunk, as: UTF8.self)
-            }
-            let port = try #require(banner.firstMatch(of: /https:\/\/localhost:(\d+)/).flatMap { Int($0.1) })
+            let demo = try RunningBroker([
+                "demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error",
+            ])
+            let port = try #require(try await demo.port(matching: /https:\/\/localhost:(\d+)/), "\(demo.output)")
             try await TestBroker.probe(port: port, directory: data) { reply in
                 #expect(reply.status == 200)
                 #expect((reply.json["items"] as? [Any])?.count == 2)
             }
-            process.terminate()  // SIGTERM: graceful shutdown
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            #expect(demo.stop() == 0)  // SIGTERM: graceful shutdown, exit status 0
         }
     }
 }

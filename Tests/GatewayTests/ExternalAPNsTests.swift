@@ -6,52 +6,6 @@ import NIOCore
 import NIOSSL
 import Testing
 
-/// A background `broker` process whose stdout and stderr are collected.
-final class RunningBroker: @unchecked Sendable {
-    // Only touched from the test task and the pipes' reading, which `lock` guards.
-    let process = Process()
-    private let lock = NSLock()
-    private var collected = ""
-
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = BrokerProcess.executable
-        process.arguments = arguments
-        process.environment = ["BROKER_BCRYPT_COST": "4"].merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let text = String(decoding: handle.availableData, as: UTF8.self)
-            guard let self else { return }
-            self.lock.lock()
-            self.collected += text
-            self.lock.unlock()
-        }
-        try process.run()
-    }
-
-    var output: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return collected
-    }
-
-    /// Waits until the output matches, returning the first capture as a number.
-    func port(matching pattern: Regex<(Substring, Substring)>) async throws -> Int? {
-        for _ in 0..<500 {
-            if let match = output.firstMatch(of: pattern), let port = Int(match.1) { return port }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return nil
-    }
-
-    func stop() -> Int32 {
-        process.terminate()
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-}
-
 @Suite("broker serve against an external APNs", .timeLimit(.minutes(1)))
 struct ExternalAPNsTests {
     @Test("serve configured with a .p8 key pushes to a separate apns-simulator process and records the outcome")

@@ -13,23 +13,12 @@ struct SimulatorProcessTests {
         let data = TestBroker.temporaryDirectory()
         let identity = APNsSigningIdentity(teamID: "TEAM000001", keyID: "KEY0000001", key: P256.Signing.PrivateKey())
         try identity.publicKey.pemRepresentation.write(toFile: data + "/key.pem", atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = BrokerProcess.executable
-        process.arguments = [
+        let simulator = try RunningBroker([
             "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data, "--key",
             "\(identity.keyID)=\(data)/key.pem",
             "--topic", "com.acme.impulse", "--log-level", "error",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        var banner = ""
-        while !banner.contains("\n") {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            banner += String(decoding: chunk, as: UTF8.self)
-        }
-        let port = try #require(banner.firstMatch(of: /127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) })
+        ])
+        let port = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .file(data + "/tls/self-signed.crt")
         let client = APNsClient(
@@ -82,8 +71,6 @@ struct SimulatorProcessTests {
         #expect(try await call("PUT", "/_simulator/faults", #"{"nonsense": true, "hangNext": "x"}"#).status == 400)
         await control.close()
         await client.shutdown()
-        process.terminate()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(simulator.stop() == 0)
     }
 }
