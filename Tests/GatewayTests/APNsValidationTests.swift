@@ -1,0 +1,142 @@
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Gateway
+
+@Suite("APNs simulator validation")
+struct APNsValidationTests {
+    let key = P256.Signing.PrivateKey()
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let token = String(repeating: "ab", count: 32)
+
+    func validate(
+        method: String = "POST",
+        path: String? = nil,
+        headers: [String: String] = [:],
+        body: String = #"{"aps":{}}"#,
+        keys: Bool = true,
+        lastIssuedAt: Date? = nil
+    ) throws -> String {
+        let identity = APNsSigningIdentity(teamID: "TEAM", keyID: "KID", key: key)
+        var all = [
+            "apns-topic": "com.acme.impulse",
+            "authorization": "bearer " + (try ProviderJWT.sign(identity, issuedAt: now)),
+        ]
+        for (name, value) in headers { all[name] = value.isEmpty ? nil : value }
+        let validation = APNsValidation(
+            allowedTopics: ["com.acme.impulse"],
+            keys: keys ? ["KID": key.publicKey] : [:],
+            tokenState: { _ in .valid },
+            now: now
+        )
+        let input = APNsValidation.Input(
+            method: method,
+            path: path ?? "/3/device/\(token)",
+            headers: { all[$0] },
+            body: Data(body.utf8)
+        )
+        switch validation.validate(input, lastIssuedAt: { _ in lastIssuedAt }) {
+        case .success: return "accepted"
+        case .failure(let rejection): return "\(rejection.status) \(rejection.reason)"
+        }
+    }
+
+    @Test("Each malformed request gets Apple's status and reason, checked in Apple's order")
+    func reasons() throws {
+        #expect(try validate() == "accepted")
+        #expect(try validate(headers: ["apns-id": "not-a-uuid"]) == "400 BadMessageId")
+        #expect(try validate(method: "GET") == "405 MethodNotAllowed")
+        #expect(try validate(method: "GET", headers: ["apns-id": "nope"]) == "400 BadMessageId")  // order
+        #expect(try validate(headers: ["apns-topic": ""]) == "400 MissingTopic")
+        #expect(try validate(headers: ["apns-topic": "com.other"]) == "400 TopicDisallowed")
+        #expect(try validate(headers: ["apns-collapse-id": String(repeating: "c", count: 65)]) == "400 BadCollapseId")
+        #expect(try validate(headers: ["apns-priority": "7"]) == "400 BadPriority")
+        #expect(try validate(headers: ["apns-push-type": "telepathy"]) == "400 InvalidPushType")
+        #expect(try validate(headers: ["apns-expiration": "soon"]) == "400 BadExpirationDate")
+        #expect(try validate(path: "/2/device/\(token)") == "404 BadPath")
+        #expect(try validate(path: "/3/device/") == "400 MissingDeviceToken")
+        #expect(try validate(path: "/3/device/xyz") == "400 BadDeviceToken")
+        #expect(try validate(headers: ["authorization": ""]) == "403 MissingProviderToken")
+        #expect(try validate(headers: ["authorization": "bearer abc.def.ghi"]) == "403 InvalidProviderToken")
+        #expect(try validate(lastIssuedAt: now.addingTimeInterval(-600)) == "429 TooManyProviderTokenUpdates")
+        #expect(try validate(lastIssuedAt: now.addingTimeInterval(-1800)) == "accepted")
+        #expect(try validate(body: "") == "400 PayloadEmpty")
+        #expect(try validate(body: String(repeating: "x", count: 4097)) == "413 PayloadTooLarge")
+        #expect(
+            try validate(headers: ["apns-push-type": "voip"], body: String(repeating: "x", count: 5000)) == "accepted"
+        )
+        #expect(try validate(headers: ["authorization": ""], keys: false) == "accepted")  // certificate mode
+    }
+}
+
+@Suite("APNs simulator modes and faults", .timeLimit(.minutes(1)))
+struct APNsSimulatorModeTests {
+    @Test("Benchmark mode answers 200 to anything and records nothing")
+    func benchmark() async throws {
+        let (serverTLS, clientTLS) = try EnginePair.tls()
+        let simulator = APNsSimulator(
+            configuration: .init(tls: serverTLS, keys: ["K": P256.Signing.PrivateKey().publicKey], benchmarkMode: true)
+        )
+        let port = try await simulator.start()
+        let connection = try await HTTP2ClientConnection.connect(
+            host: "127.0.0.1",
+            port: port,
+            tls: clientTLS,
+            serverHostname: "localhost"
+        )
+        let reply = try await connection.send(EnginePair.post("/3/device/not-hex").0, deadline: .seconds(5))
+        #expect(reply.status == 200)
+        #expect(simulator.counts.accepted == 0 && simulator.accepted.isEmpty)
+        #expect(try await connection.streamState().maxConcurrentStreams == 1000)
+        await connection.close()
+        await simulator.stop()
+    }
+
+    @Test("Delays hold answers back; a dropped connection fails only its requests; the pool opens more connections")
+    func delaysDropsAndSaturation() async throws {
+        let pair = try await APNsPair.start(maxConcurrentStreams: 4, maximumConnections: 3)
+        _ = try await pair.burst(1)
+        var faults = SimulatorFaults()
+        faults.delayMilliseconds = 20
+        pair.simulator.setFaults(faults)
+        let start = ContinuousClock.now
+        let delayed = try await pair.burst(40, offset: 1)
+        #expect(delayed.allSatisfy { if case .accepted = $0 { true } else { false } })
+        #expect(ContinuousClock.now - start >= .milliseconds(20))
+        // Four streams per connection were not enough for 40 concurrent pushes: the pool opened more.
+        #expect(await pair.client.counters.connectionsOpened >= 2)
+        #expect(await pair.client.snapshot().count <= 3)
+        faults = SimulatorFaults()
+        faults.dropNext = 1
+        pair.simulator.setFaults(faults)
+        let dropped = await pair.client.send(try APNsPair.notification(100))
+        if case .transportFailure = dropped {} else { Issue.record("expected a transport failure, got \(dropped)") }
+        #expect(
+            await pair.client.send(try APNsPair.notification(101))
+                == .accepted(apnsID: try APNsPair.notification(101).apnsID)
+        )
+        await pair.stop()
+    }
+
+    @Test("An idle connection answers PING")
+    func ping() async throws {
+        let pongs = NIOLockedCounter()
+        let pair = try await EnginePair.start(onEvent: { if case .pingAcknowledged = $0 { pongs.increment() } }) {
+            request,
+            _ in
+            request.respond(status: 200)
+        }
+        pair.client.ping()
+        #expect(try await eventually { pongs.value == 1 })
+        await pair.stop()
+    }
+}
+
+/// A thread-safe counter for event-loop callbacks.
+final class NIOLockedCounter: Sendable {
+    private let box = Synchronization.Mutex(0)
+    func increment() { box.withLock { $0 += 1 } }
+    var value: Int { box.withLock { $0 } }
+}
