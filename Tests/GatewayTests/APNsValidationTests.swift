@@ -123,11 +123,13 @@ struct APNsSimulatorModeTests {
     @Test("An idle connection answers PING")
     func ping() async throws {
         let pongs = NIOLockedCounter()
-        let pair = try await EnginePair.start(onEvent: { if case .pingAcknowledged = $0 { pongs.increment() } }) {
-            request,
-            _ in
+        let answer: @Sendable (HTTP2ServerRequest, HTTP2ServerConnection) -> Void = { request, _ in
             request.respond(status: 200)
         }
+        let pair = try await EnginePair.start(
+            onEvent: { if case .pingAcknowledged = $0 { pongs.increment() } },
+            onRequest: answer
+        )
         pair.client.ping()
         #expect(try await eventually { pongs.value == 1 })
         await pair.stop()
