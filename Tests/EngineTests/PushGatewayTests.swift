@@ -140,6 +140,45 @@ struct PushGatewayTests {
         running.cancel()
     }
 
+    @Test("Dead tokens cost one answer each: no retries, no pause, every valid push goes out")
+    func deadTokensDoNotStall() async throws {
+        let f = try await StoreFixture.make()
+        var answers: [String: PushResult] = [:]
+        var deliveries: [Delivery] = []
+        for index in 0..<30 {
+            let user = try await f.store.createUser(
+                try NewUser(tenant: f.acme, username: "u\(index)", passwordHash: "x")
+            )
+            try await register(f, user, 100 + index)
+            if index % 10 < 3 {
+                answers[String(format: "%064x", 100 + index)] =
+                    index % 2 == 0
+                    ? .rejected(status: 400, reason: "BadDeviceToken", timestamp: nil)
+                    : .rejected(status: 410, reason: "Unregistered", timestamp: Date())
+            }
+            deliveries.append(try await deliver(f, user))
+        }
+        let transport = ScriptedTransport(answers: answers, delay: .milliseconds(1))
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            configuration: .init(queueCapacityPerTenant: 5, workers: 4),
+            logger: StoreFixture.logger
+        )
+        let running = Task { await gateway.run() }
+        for delivery in deliveries { await gateway.enqueue(delivery) }
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 30 })
+        #expect(try await eventually { await gateway.statistics.accepted == 21 })
+        let statistics = await gateway.statistics
+        #expect(statistics.retried == 0)
+        #expect(statistics.tokensQuarantined + statistics.tokensRemoved == 9)
+        #expect(await gateway.snapshot().paused.isEmpty)
+        #expect(Set(transport.sent.withLock { $0.map(\.device.token) }).count == 30)
+        running.cancel()
+    }
+
     @Test("A tenant configuration error pauses that tenant only")
     func tenantPause() async throws {
         let f = try await StoreFixture.make()
