@@ -45,25 +45,27 @@ public final class HTTP2ClientConnection: Sendable {
                 }
             }
             .connect(host: host, port: port).get()
-        let settings = channel.eventLoop.makePromise(of: Void.self)
-        let handler = try await channel.eventLoop.submit {
-            let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ConnectionHandler.self)
-            handler.whenSettingsReceived(promise: settings)
-            return NIOLoopBound(handler, eventLoop: channel.eventLoop)
-        }.get()
         // Until the peer's SETTINGS arrive its stream limit is unknown; opening streams blindly gets them refused.
+        // The promise is completed on every path (settings, close, timeout, failed lookup): NIO traps on a leak.
+        let settings = channel.eventLoop.makePromise(of: Void.self)
         let timeout = channel.eventLoop.scheduleTask(in: connectTimeout) {
             settings.fail(HTTP2EngineError(.connectionClosed, "no SETTINGS from the peer in time"))
         }
         do {
+            let handler = try await channel.eventLoop.submit {
+                let handler = try channel.pipeline.syncOperations.handler(type: HTTP2ConnectionHandler.self)
+                handler.whenSettingsReceived(promise: settings)
+                return NIOLoopBound(handler, eventLoop: channel.eventLoop)
+            }.get()
             try await settings.futureResult.get()
             timeout.cancel()
+            return HTTP2ClientConnection(channel: channel, handler: handler)
         } catch {
             timeout.cancel()
+            settings.fail(error)  // ignored when already completed
             try? await channel.close()
             throw error
         }
-        return HTTP2ClientConnection(channel: channel, handler: handler)
     }
 
     /// Sends one request and waits for the whole response, at most `deadline`.

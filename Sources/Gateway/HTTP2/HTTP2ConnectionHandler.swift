@@ -234,6 +234,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     func whenSettingsReceived(promise: EventLoopPromise<Void>) {
         if session?.remoteSettingsSeen == true {
             promise.succeed()
+        } else if context == nil || session == nil {
+            promise.fail(HTTP2EngineError(.connectionClosed, "the connection closed before SETTINGS"))
         } else {
             settingsReceived = promise
         }
