@@ -192,8 +192,10 @@ struct PushGatewayTests {
         let f = try await StoreFixture.make()
         try await register(f, f.a, 1)
         try await register(f, f.globexA, 9)
+        try await register(f, f.globexA, 10)  // a second device must not queue the delivery twice
         let transport = ScriptedTransport(answers: [
-            String(format: "%064x", 9): .rejected(status: 403, reason: "InvalidProviderToken", timestamp: nil)
+            String(format: "%064x", 9): .rejected(status: 403, reason: "InvalidProviderToken", timestamp: nil),
+            String(format: "%064x", 10): .rejected(status: 403, reason: "InvalidProviderToken", timestamp: nil),
         ])
         let gateway = PushGateway(
             store: f.store,

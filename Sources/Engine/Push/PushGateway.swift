@@ -181,7 +181,7 @@ public actor PushGateway {
             }
             let badge = try await ledger.unreadCount(tenant: tenantID, user: delivery.user)
             var acceptedID: String?
-            for device in devices {
+            devices: for device in devices {
                 let push = OutboundPush(
                     tenant: tenantID,
                     delivery: delivery.id,
@@ -190,7 +190,12 @@ public actor PushGateway {
                     badge: badge,
                     impulse: impulse.id
                 )
-                if let id = try await send(push, tenant: tenant, delivery: delivery) { acceptedID = acceptedID ?? id }
+                switch try await send(push, tenant: tenant, delivery: delivery) {
+                case .accepted(let id): acceptedID = acceptedID ?? id
+                case .finished: continue
+                // The delivery went back to the paused tenant's queue once; its other devices wait with it.
+                case .tenantStopped: break devices
+                }
             }
             if let acceptedID {
                 try await ledger.markPushed(
@@ -208,8 +213,19 @@ public actor PushGateway {
         }
     }
 
-    /// Sends to one device until the policy says stop; returns the apns-id when APNs accepted it.
-    private nonisolated func send(_ push: OutboundPush, tenant: Tenant, delivery: Delivery) async throws -> String? {
+    /// How one device's push ended.
+    private enum DeviceOutcome {
+        case accepted(apnsID: String)
+        case finished
+        case tenantStopped
+    }
+
+    /// Sends to one device until the policy says stop.
+    private nonisolated func send(
+        _ push: OutboundPush,
+        tenant: Tenant,
+        delivery: Delivery
+    ) async throws -> DeviceOutcome {
         var attempt = 0
         while true {
             attempt += 1
@@ -226,8 +242,8 @@ public actor PushGateway {
             switch action {
             case .delivered:
                 await count { $0.accepted += 1 }
-                if case .accepted(let apnsID) = result { return apnsID }
-                return nil
+                if case .accepted(let apnsID) = result { return .accepted(apnsID: apnsID) }
+                return .finished
             case .retry(let backoff, _):
                 await count { $0.retried += 1 }
                 try await Task.sleep(for: backoff)
@@ -235,23 +251,23 @@ public actor PushGateway {
                 await transport.renewCredentials(tenant: tenant.id)
             case .drop(let alert):
                 if alert { logger.warning("push dropped", metadata: metadata) }
-                return nil
+                return .finished
             case .quarantineToken:
                 try await registry.quarantine(tenant: tenant, token: push.device.token)
                 await count { $0.tokensQuarantined += 1 }
-                return nil
+                return .finished
             case .removeTokenForTopic:
                 try await registry.remove(tenant: tenant, token: push.device.token)
                 await count { $0.tokensRemoved += 1 }
-                return nil
+                return .finished
             case .removeTokenIfRegisteredBefore(let since):
                 if try await registry.invalidate(tenant: tenant, token: push.device.token, since: since) {
                     await count { $0.tokensRemoved += 1 }
                 }
-                return nil
+                return .finished
             case .stopTenant(let reason):
                 await pause(tenant.id, reason: reason, requeue: delivery)
-                return nil
+                return .tenantStopped
             }
         }
     }
