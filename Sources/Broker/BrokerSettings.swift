@@ -32,6 +32,11 @@ struct ConfigFile: Decodable {
     var bcryptCost: Int?
     var logLevel: String?
     var apns: APNsFileSettings?
+    var scheduler: Bool?
+    var stalenessSeconds: Int?
+    var spreadSeconds: Int?
+    var repeatDays: Int?
+    var shutdownGraceSeconds: Int?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -50,6 +55,8 @@ struct BrokerSettings {
     var bcryptCost: UInt8
     var logLevel: Logger.Level
     var apns: APNsSetup
+    var scheduler: SchedulerConfiguration?
+    var shutdownGraceSeconds: Int
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -109,6 +116,22 @@ struct BrokerSettings {
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
         logLevel = parsed
+        let schedulerFlag = environment["BROKER_SCHEDULER"].flatMap { $0.isEmpty ? nil : $0 }
+        guard schedulerFlag == nil || ["on", "off"].contains(schedulerFlag) else {
+            throw ValidationError("BROKER_SCHEDULER must be on or off")
+        }
+        if schedulerFlag.map({ $0 == "on" }) ?? file.scheduler ?? true {
+            scheduler = SchedulerConfiguration(
+                staleness: .seconds(
+                    try number("BROKER_STALENESS_SECONDS", file.stalenessSeconds, 43_200, 60...604_800)
+                ),
+                spreadWindow: .seconds(try number("BROKER_SPREAD_SECONDS", file.spreadSeconds, 300, 0...3600)),
+                repeatWindowDays: try number("BROKER_REPEAT_DAYS", file.repeatDays, 30, 0...3650)
+            )
+        } else {
+            scheduler = nil
+        }
+        shutdownGraceSeconds = try number("BROKER_SHUTDOWN_GRACE_SECONDS", file.shutdownGraceSeconds, 20, 1...600)
         let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
         apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)
     }
@@ -122,13 +145,15 @@ struct BrokerSettings {
             tlsPrivateKeyPath: tlsPrivateKey,
             selfSignedHostnames: tlsHostnames,
             defaultTenant: defaultTenant,
+            shutdownGracePeriod: .seconds(shutdownGraceSeconds),
             rest: RESTConfiguration(
                 publicBaseURL: publicBaseURL,
                 maxBodySize: maxBodyBytes,
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
                 mediaDirectory: dataDirectory + "/media"
             ),
-            apns: apns
+            apns: apns,
+            scheduler: scheduler
         )
     }
 

@@ -62,6 +62,9 @@ public struct NewDelivery: Sendable, Equatable {
     public var kind: DeliveryKind
     public var localDate: String?
     public var assignedAt: Date
+    /// Whether the push gateway will push it: such a delivery stays "unsettled" until the gateway is done with
+    /// it, and an unsettled delivery is pushed again after a restart.
+    public var awaitsPush: Bool
 
     public init(
         tenant: TenantID,
@@ -69,7 +72,8 @@ public struct NewDelivery: Sendable, Equatable {
         impulse: ImpulseID,
         kind: DeliveryKind,
         localDate: String? = nil,
-        assignedAt: Date
+        assignedAt: Date,
+        awaitsPush: Bool = false
     ) {
         self.tenant = tenant
         self.user = user
@@ -77,6 +81,7 @@ public struct NewDelivery: Sendable, Equatable {
         self.kind = kind
         self.localDate = localDate
         self.assignedAt = assignedAt
+        self.awaitsPush = awaitsPush
     }
 }
 
@@ -95,8 +100,11 @@ public struct DeliveredImpulse: Sendable, Equatable {
 public struct DeliveryMark: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         case fetched, read
-        /// APNs accepted the push for at least one of the user's devices.
+        /// APNs accepted the push for at least one of the user's devices (this also settles it).
         case pushed(apnsID: String)
+        /// The push gateway is done with the delivery without an accepted push (no device, rejected, dropped):
+        /// it is not pushed again after a restart.
+        case settled
     }
     public var tenant: TenantID
     public var delivery: DeliveryID

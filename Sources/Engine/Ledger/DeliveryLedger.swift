@@ -29,9 +29,22 @@ public final class DeliveryLedger: Sendable {
 
     /// Records assignments durably in one transaction and returns the rows that were new.
     public func assign(_ deliveries: [NewDelivery]) async throws -> [Delivery] {
-        let recorded = try await store.recordDeliveries(deliveries)
-        let byUser = Dictionary(grouping: recorded, by: \.user)
-        for (user, rows) in byUser {
+        try await noteRecorded(try await store.recordDeliveries(deliveries))
+    }
+
+    /// Applies the scheduler's decisions (the day's assignments and the due index) in one transaction and
+    /// returns the deliveries that were new.
+    public func commit(_ updates: [ScheduleUpdate]) async throws -> [Delivery] {
+        try await noteRecorded(try await store.commitSchedules(updates))
+    }
+
+    /// Turns due reminders into deliveries awaiting a push, in one transaction.
+    public func fire(_ reminders: [Reminder], at now: Date) async throws -> [Delivery] {
+        try await noteRecorded(try await store.fireReminders(reminders, at: now))
+    }
+
+    private func noteRecorded(_ recorded: [Delivery]) async throws -> [Delivery] {
+        for (user, rows) in Dictionary(grouping: recorded, by: \.user) {
             try await shard(user).recorded(rows, user: user)
         }
         return recorded
@@ -78,6 +91,15 @@ public final class DeliveryLedger: Sendable {
     ) async throws {
         try await shard(user).mark(
             DeliveryMark(tenant: tenant, delivery: delivery, kind: .pushed(apnsID: apnsID), at: now),
+            user: user
+        )
+    }
+
+    /// Records that the push gateway is done with a delivery that was not accepted anywhere, so a restart does
+    /// not push it again.
+    public func markSettled(tenant: TenantID, user: UserID, delivery: DeliveryID, at now: Date = Date()) async throws {
+        try await shard(user).mark(
+            DeliveryMark(tenant: tenant, delivery: delivery, kind: .settled, at: now),
             user: user
         )
     }

@@ -71,6 +71,8 @@ struct UserLedger: Sendable {
                     recent[index].delivery.pushedAt = mark.at
                     recent[index].delivery.apnsID = apnsID
                 }
+            case .settled:
+                break
             case .read:
                 if recent[index].delivery.readAt == nil {
                     recent[index].delivery.readAt = mark.at

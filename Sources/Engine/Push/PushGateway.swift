@@ -177,10 +177,12 @@ public actor PushGateway {
             }
             guard !devices.isEmpty else {
                 await count { $0.withoutDevice += 1 }
+                try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
                 return
             }
             let badge = try await ledger.unreadCount(tenant: tenantID, user: delivery.user)
             var acceptedID: String?
+            var requeued = false
             devices: for device in devices {
                 let push = OutboundPush(
                     tenant: tenantID,
@@ -194,7 +196,9 @@ public actor PushGateway {
                 case .accepted(let id): acceptedID = acceptedID ?? id
                 case .finished: continue
                 // The delivery went back to the paused tenant's queue once; its other devices wait with it.
-                case .tenantStopped: break devices
+                case .tenantStopped:
+                    requeued = true
+                    break devices
                 }
             }
             if let acceptedID {
@@ -204,6 +208,8 @@ public actor PushGateway {
                     delivery: delivery.id,
                     apnsID: acceptedID
                 )
+            } else if !requeued {
+                try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
             }
         } catch {
             logger.error(

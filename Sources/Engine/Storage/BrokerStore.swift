@@ -85,4 +85,37 @@ public protocol BrokerStore: Sendable {
     func applyMarks(_ marks: [DeliveryMark]) async throws
     /// Deletes all deliveries of a user; returns how many.
     func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int
+
+    // MARK: Scheduling
+    /// Rows of the due index whose fire time is not after `now`, earliest first, at most `limit`: the only way
+    /// the scheduler finds work, so its cost follows what is due, not the user count.
+    func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry]
+    /// One user's row of the due index (for inspection and tests).
+    func scheduleEntry(tenant: TenantID, user: UserID) async throws -> ScheduleEntry?
+    /// The earliest fire time of any row or reminder.
+    func nextFireTime() async throws -> Date?
+    /// What each user had since `since` and how far they are in each series.
+    func selectionHistories(tenant: TenantID, users: [UserID], since: Date) async throws -> [UserID: SelectionHistory]
+    /// Applies a batch of decisions in one transaction: records the day's deliveries (a (user, local date) that
+    /// already has one is not recorded again) and moves each row whose fire time is still the one decided on.
+    /// Returns the deliveries that were recorded.
+    func commitSchedules(_ updates: [ScheduleUpdate]) async throws -> [Delivery]
+    /// Deliveries waiting for the push gateway, assigned since `assignedAfter`, by id, after `after`.
+    func unsettledDeliveries(assignedAfter: Date, after: DeliveryID?, limit: Int) async throws -> [Delivery]
+
+    // MARK: Reminders
+    /// Adds a reminder; throws `.conflict` when the user already has `maximumPending`.
+    func createReminder(
+        tenant: TenantID,
+        user: UserID,
+        impulse: ImpulseID,
+        at fireAt: Date,
+        maximumPending: Int
+    ) async throws -> Reminder
+    func reminders(tenant: TenantID, user: UserID) async throws -> [Reminder]
+    func deleteReminder(tenant: TenantID, user: UserID, id: Int64) async throws -> Bool
+    func dueReminders(notAfter now: Date, limit: Int) async throws -> [Reminder]
+    /// Turns reminders into deliveries awaiting a push and removes them, in one transaction; a reminder that is
+    /// already gone is skipped.
+    func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery]
 }

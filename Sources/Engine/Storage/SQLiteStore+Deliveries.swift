@@ -4,37 +4,41 @@ import GRDB
 extension SQLiteStore {
     public func recordDeliveries(_ deliveries: [NewDelivery]) async throws -> [Delivery] {
         try await write { db in
-            let insert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at)
-                    SELECT ?, id, ?, ?, ?, ? FROM users WHERE id = ? AND tenant_id = ?
-                    ON CONFLICT DO NOTHING
-                    """
-            )
+            let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
             var recorded: [Delivery] = []
             for new in deliveries {
-                try insert.execute(arguments: [
-                    new.tenant.rawValue, new.impulse.rawValue, new.kind.rawValue, new.localDate,
-                    new.assignedAt.unixSeconds, new.user.rawValue, new.tenant.rawValue,
-                ])
-                guard db.changesCount > 0 else { continue }
-                let id = DeliveryID(db.lastInsertedRowID)
-                try self.logChange(db, tenant: new.tenant, subject: .ledger(new.user))
-                recorded.append(
-                    Delivery(
-                        id: id,
-                        tenant: new.tenant,
-                        user: new.user,
-                        impulse: new.impulse,
-                        kind: new.kind,
-                        localDate: new.localDate,
-                        assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
-                    )
-                )
+                if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
             return recorded
         }
     }
+
+    /// Inserts one assignment with the prepared statement; nil when its daily key already exists.
+    func insert(_ new: NewDelivery, with insert: Statement, _ db: Database) throws -> Delivery? {
+        let assignedAt = new.assignedAt.unixSeconds
+        try insert.execute(arguments: [
+            new.tenant.rawValue, new.impulse.rawValue, new.kind.rawValue, new.localDate, assignedAt,
+            new.awaitsPush ? nil : assignedAt, new.user.rawValue, new.tenant.rawValue,
+        ])
+        guard db.changesCount > 0 else { return nil }
+        let id = DeliveryID(db.lastInsertedRowID)
+        try self.logChange(db, tenant: new.tenant, subject: .ledger(new.user))
+        return Delivery(
+            id: id,
+            tenant: new.tenant,
+            user: new.user,
+            impulse: new.impulse,
+            kind: new.kind,
+            localDate: new.localDate,
+            assignedAt: Date(unixSeconds: assignedAt)
+        )
+    }
+
+    static let insertDeliverySQL = """
+        INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at, settled_at)
+        SELECT ?, id, ?, ?, ?, ?, ? FROM users WHERE id = ? AND tenant_id = ?
+        ON CONFLICT DO NOTHING
+        """
 
     public func deliveredImpulses(
         tenant: TenantID,
@@ -108,13 +112,20 @@ extension SQLiteStore {
             let owner = try db.cachedStatement(sql: "SELECT user_id FROM deliveries WHERE id = ?")
             let pushed = try db.cachedStatement(
                 sql:
-                    "UPDATE deliveries SET pushed_at = ?, apns_id = ? WHERE id = ? AND tenant_id = ? AND pushed_at IS NULL"
+                    """
+                    UPDATE deliveries SET pushed_at = ?, apns_id = ?, settled_at = COALESCE(settled_at, ?)
+                    WHERE id = ? AND tenant_id = ? AND pushed_at IS NULL
+                    """
+            )
+            let settled = try db.cachedStatement(
+                sql: "UPDATE deliveries SET settled_at = ? WHERE id = ? AND tenant_id = ? AND settled_at IS NULL"
             )
             for mark in marks {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
                 case .pushed(let apnsID):
-                    try pushed.execute(arguments: [at, apnsID, mark.delivery.rawValue, mark.tenant.rawValue])
+                    try pushed.execute(arguments: [at, apnsID, at, mark.delivery.rawValue, mark.tenant.rawValue])
+                case .settled: try settled.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .fetched: try fetched.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .read:
                     try read.execute(arguments: [at, at, mark.delivery.rawValue, mark.tenant.rawValue])

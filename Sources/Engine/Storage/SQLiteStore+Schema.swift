@@ -98,6 +98,37 @@ extension SQLiteStore {
         migrator.registerMigration("v3-admin-users") { db in
             try db.execute(sql: "ALTER TABLE users ADD COLUMN is_admin INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v4-scheduling") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE deliveries ADD COLUMN settled_at REAL;
+                    UPDATE deliveries SET settled_at = COALESCE(pushed_at, assigned_at);
+                    CREATE INDEX deliveries_unsettled ON deliveries(id) WHERE settled_at IS NULL;
+                    CREATE TABLE schedules (
+                        user_id INTEGER PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        tenant_id TEXT NOT NULL,
+                        fire_at REAL,
+                        local_date TEXT,
+                        last_date TEXT
+                    );
+                    CREATE INDEX schedules_due ON schedules(fire_at) WHERE fire_at IS NOT NULL;
+                    INSERT INTO schedules (user_id, tenant_id, fire_at, last_date)
+                        SELECT id, tenant_id, CASE WHEN enabled THEN 0 ELSE NULL END,
+                            (SELECT MAX(local_date) FROM deliveries d WHERE d.user_id = users.id AND d.kind = 'scheduled')
+                        FROM users;
+                    CREATE TABLE reminders (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        tenant_id TEXT NOT NULL,
+                        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        impulse_id TEXT NOT NULL,
+                        fire_at REAL NOT NULL,
+                        created_at REAL NOT NULL
+                    );
+                    CREATE INDEX reminders_due ON reminders(fire_at);
+                    CREATE INDEX reminders_user ON reminders(user_id);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -49,8 +49,14 @@ extension SQLiteStore {
                     now.unixSeconds, new.isAdmin,
                 ]
             )
+            let id = db.lastInsertedRowID
+            // A fire time of 0 with no date asks the scheduler to plan the row.
+            try db.execute(
+                sql: "INSERT INTO schedules (user_id, tenant_id, fire_at) VALUES (?, ?, 0)",
+                arguments: [id, new.tenant.rawValue]
+            )
             return User(
-                id: UserID(db.lastInsertedRowID),
+                id: UserID(id),
                 tenant: new.tenant,
                 username: new.username,
                 passwordHash: new.passwordHash,
@@ -114,6 +120,16 @@ extension SQLiteStore {
                 arguments: [enabled, tenant.rawValue, username]
             )
             guard db.changesCount > 0 else { return false }
+            // Re-enabling plans the row again; disabling lets the scheduler park it when it comes due.
+            if enabled {
+                try db.execute(
+                    sql: """
+                        UPDATE schedules SET fire_at = 0, local_date = NULL
+                        WHERE user_id = (SELECT id FROM users WHERE tenant_id = ? AND username = ?)
+                        """,
+                    arguments: [tenant.rawValue, username]
+                )
+            }
             try self.logChange(db, tenant: tenant, subject: .credentials(username: username))
             return true
         }
@@ -138,6 +154,10 @@ extension SQLiteStore {
                 ]
             )
             guard db.changesCount > 0 else { throw EngineError(.notFound, "no such user") }
+            try db.execute(
+                sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",
+                arguments: [user.rawValue, tenant.rawValue]
+            )
             try self.logChange(db, tenant: tenant, subject: .profile(user))
         }
     }
@@ -167,22 +187,7 @@ extension SQLiteStore {
     }
 
     static func user(from row: Row) throws -> User {
-        let quietStart: Int? = row["quiet_start"]
-        let quietEnd: Int? = row["quiet_end"]
-        var quietHours: QuietHours?
-        if let quietStart, let quietEnd {
-            quietHours = QuietHours(
-                start: try LocalTime(minuteOfDay: quietStart),
-                end: try LocalTime(minuteOfDay: quietEnd)
-            )
-        }
-        let deliveryMinute: Int? = row["delivery_minute"]
-        let preferences = DeliveryPreferences(
-            timeZone: row["time_zone"],
-            deliveryTime: try deliveryMinute.map { (minute) throws(EngineError) in try LocalTime(minuteOfDay: minute) },
-            quietHours: quietHours,
-            weekdays: Weekdays(uncheckedMask: row["weekdays"])
-        )
+        let preferences = try preferences(from: row)
         return User(
             id: UserID(row["id"]),
             tenant: TenantID(trusted: row["tenant_id"]),
@@ -194,6 +199,26 @@ extension SQLiteStore {
             preferences: preferences,
             isAdmin: row["is_admin"],
             createdAt: Date(unixSeconds: row["created_at"])
+        )
+    }
+
+    /// The delivery preference columns of a `users` row.
+    static func preferences(from row: Row) throws -> DeliveryPreferences {
+        let quietStart: Int? = row["quiet_start"]
+        let quietEnd: Int? = row["quiet_end"]
+        var quietHours: QuietHours?
+        if let quietStart, let quietEnd {
+            quietHours = QuietHours(
+                start: try LocalTime(minuteOfDay: quietStart),
+                end: try LocalTime(minuteOfDay: quietEnd)
+            )
+        }
+        let deliveryMinute: Int? = row["delivery_minute"]
+        return DeliveryPreferences(
+            timeZone: row["time_zone"],
+            deliveryTime: try deliveryMinute.map { (minute) throws(EngineError) in try LocalTime(minuteOfDay: minute) },
+            quietHours: quietHours,
+            weekdays: Weekdays(uncheckedMask: row["weekdays"])
         )
     }
 

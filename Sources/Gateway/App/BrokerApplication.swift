@@ -23,6 +23,8 @@ public struct BrokerApplication: Service {
     public let pushGateway: PushGateway?
     /// The in-process APNs simulator of the embedded default.
     public let simulator: APNsSimulator?
+    /// Nil when the configuration runs no scheduler.
+    public let scheduler: Scheduler?
     let group: ServiceGroup
 
     public func run() async throws {
@@ -52,6 +54,9 @@ public func buildApplication(
         registry: registry,
         logger: logger
     )
+    let scheduler = configuration.scheduler.map {
+        Scheduler(store: store, ledger: ledger, gateway: push.gateway, configuration: $0, logger: logger)
+    }
     let api = RESTAPI(
         tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant),
         authenticator: authenticator,
@@ -81,12 +86,14 @@ public func buildApplication(
             store: store,
             authenticator: authenticator,
             ledger: ledger,
+            scheduler: scheduler,
             interval: configuration.changeFeedInterval,
             retention: .seconds(600),
             logger: logger
         ),
         PushService(stack: push),
     ]
+    if let scheduler { services.append(SchedulerService(scheduler: scheduler)) }
     let https = Application(
         router: api.router(scheme: "https"),
         server: try .http2Upgrade(
@@ -116,20 +123,24 @@ public func buildApplication(
             )
         )
     }
-    let group = ServiceGroup(
-        configuration: .init(
-            services: services.map { .init(service: $0) },
-            gracefulShutdownSignals: gracefulShutdownSignals,
-            cancellationSignals: [],
-            logger: logger
-        )
+    var groupConfiguration = ServiceGroupConfiguration(
+        services: services.map { .init(service: $0) },
+        gracefulShutdownSignals: gracefulShutdownSignals,
+        cancellationSignals: [],
+        logger: logger
     )
+    // After the grace period the remaining services are cancelled: pushes still in flight are handed back
+    // (unsettled in the ledger, pushed at the next start).
+    groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+    groupConfiguration.maximumCancellationDuration = .seconds(5)
+    let group = ServiceGroup(configuration: groupConfiguration)
     return BrokerApplication(
         store: store,
         ledger: ledger,
         registry: registry,
         pushGateway: push.gateway,
         simulator: push.simulator,
+        scheduler: scheduler,
         group: group
     )
 }

@@ -11,6 +11,7 @@ struct ChangeFeedFollower: Service {
     let store: any BrokerStore
     let authenticator: Authenticator
     let ledger: DeliveryLedger
+    let scheduler: Scheduler?
     let interval: Duration
     let retention: Duration
     let logger: Logger
@@ -30,6 +31,7 @@ struct ChangeFeedFollower: Service {
                     for change in batch where change.origin != store.nodeID {
                         authenticator.invalidate(change)
                         await ledger.apply(change)
+                        if change.subject == .catalog { await scheduler?.catalogChanged(tenant: change.tenant) }
                     }
                     position = batch.last?.sequence ?? position
                     batch = batch.count == 1000 ? try await store.changes(after: position, limit: 1000) : []

@@ -115,3 +115,13 @@ struct PushService: Service {
         }
     }
 }
+
+/// Runs the scheduler until shutdown. It stops before the push service (services stop in reverse order), so
+/// the last batch it hands over is still taken by the gateway or left unpushed in the ledger for the next start.
+struct SchedulerService: Service {
+    let scheduler: Scheduler
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { await scheduler.run() }
+    }
+}

@@ -47,11 +47,15 @@ public struct ServerConfiguration: Sendable {
     /// How long a closing connection may take to finish its requests on shutdown.
     public var gracefulCloseTimeout: Duration
     public var idleTimeout: Duration
+    /// How long a graceful shutdown (SIGTERM) may take before what is left is cancelled.
+    public var shutdownGracePeriod: Duration
     public var rest: RESTConfiguration
     public var ledger: LedgerConfiguration
     /// Where pushes go (the embedded simulator by default).
     public var apns: APNsSetup
     public var push: PushGatewayConfiguration
+    /// The daily dispatch; nil runs no scheduler (a node that only serves REST).
+    public var scheduler: SchedulerConfiguration?
 
     public init(
         dataDirectory: String,
@@ -66,10 +70,12 @@ public struct ServerConfiguration: Sendable {
         changeFeedInterval: Duration = .seconds(1),
         gracefulCloseTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(120),
+        shutdownGracePeriod: Duration = .seconds(20),
         rest: RESTConfiguration = .init(),
         ledger: LedgerConfiguration = .init(),
         apns: APNsSetup = .embeddedSimulator,
-        push: PushGatewayConfiguration = .init()
+        push: PushGatewayConfiguration = .init(),
+        scheduler: SchedulerConfiguration? = .init()
     ) {
         self.dataDirectory = dataDirectory
         self.listen = listen
@@ -83,9 +89,11 @@ public struct ServerConfiguration: Sendable {
         self.changeFeedInterval = changeFeedInterval
         self.gracefulCloseTimeout = gracefulCloseTimeout
         self.idleTimeout = idleTimeout
+        self.shutdownGracePeriod = shutdownGracePeriod
         self.rest = rest
         self.ledger = ledger
         self.apns = apns
         self.push = push
+        self.scheduler = scheduler
     }
 }

@@ -80,7 +80,14 @@ extension RESTAPI {
                 throw Problem(.unprocessableContent, "invalid-input", "unknown impulse")
             }
             let recorded = try await ledger.assign([
-                NewDelivery(tenant: tenant.id, user: target.id, impulse: impulseID, kind: .manual, assignedAt: Date())
+                NewDelivery(
+                    tenant: tenant.id,
+                    user: target.id,
+                    impulse: impulseID,
+                    kind: .manual,
+                    assignedAt: Date(),
+                    awaitsPush: pushGateway != nil
+                )
             ])
             guard let delivery = recorded.first else { return "nothing assigned" }
             guard let gateway = pushGateway else {

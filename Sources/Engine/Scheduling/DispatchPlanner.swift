@@ -1,0 +1,100 @@
+import Foundation
+
+/// A user's row in the due index, with what the scheduler needs to decide about it.
+public struct ScheduleEntry: Sendable, Equatable {
+    public var tenant: TenantID
+    public var user: UserID
+    /// The stored fire time, as read: updates are conditional on it (a preference change in between wins).
+    public var fireAt: Date
+    /// The day this fire is for; nil when the row must be planned (a new user, changed preferences).
+    public var localDate: LocalDate?
+    /// The last day a scheduled impulse was recorded for.
+    public var lastDate: LocalDate?
+    public var enabled: Bool
+    public var language: String?
+    public var lifeAreas: LifeAreaScores
+    public var preferences: DeliveryPreferences
+
+    public init(
+        tenant: TenantID,
+        user: UserID,
+        fireAt: Date,
+        localDate: LocalDate?,
+        lastDate: LocalDate?,
+        enabled: Bool = true,
+        language: String? = nil,
+        lifeAreas: LifeAreaScores = .neutral,
+        preferences: DeliveryPreferences = .init()
+    ) {
+        self.tenant = tenant
+        self.user = user
+        self.fireAt = fireAt
+        self.localDate = localDate
+        self.lastDate = lastDate
+        self.enabled = enabled
+        self.language = language
+        self.lifeAreas = lifeAreas
+        self.preferences = preferences
+    }
+}
+
+/// The next fire of a user's row: the day it is for and when.
+public struct PlannedFire: Sendable, Equatable {
+    public var date: LocalDate
+    public var fireAt: Date
+
+    public init(date: LocalDate, fireAt: Date) {
+        self.date = date
+        self.fireAt = fireAt
+    }
+}
+
+/// Decides what happens to a due row. Pure: the ``Scheduler`` executes the action.
+public struct DispatchPlanner: Sendable {
+    /// A day whose time passed longer ago than this (the broker was down) is skipped, not delivered late.
+    public var staleness: Duration
+    public var spreadWindow: Duration
+
+    public init(staleness: Duration, spreadWindow: Duration) {
+        self.staleness = staleness
+        self.spreadWindow = spreadWindow
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Record the scheduled impulse for the day, then move the row to `next`.
+        case deliver(LocalDate, next: PlannedFire?)
+        /// The day is too old: move on to `next` without delivering.
+        case skipStale(LocalDate, next: PlannedFire?)
+        /// The row had no (valid) plan: set it to `next`.
+        case plan(next: PlannedFire?)
+        /// The user is disabled: take the row out of the index until re-enabled.
+        case park
+    }
+
+    public func decide(_ entry: ScheduleEntry, tenant: Tenant, now: Date) -> Action {
+        guard entry.enabled else { return .park }
+        let schedule = schedule(for: entry, tenant: tenant)
+        let earliest = now.addingTimeInterval(-staleness.seconds)
+        func next(after date: LocalDate?) -> PlannedFire? {
+            schedule.next(after: date, notBefore: earliest).map { PlannedFire(date: $0.date, fireAt: $0.fireAt) }
+        }
+        guard let date = entry.localDate, entry.lastDate.map({ date > $0 }) ?? true else {
+            return .plan(next: next(after: entry.lastDate))
+        }
+        guard entry.fireAt <= now else { return .plan(next: next(after: entry.lastDate)) }
+        if entry.fireAt < earliest { return .skipStale(date, next: next(after: date)) }
+        return .deliver(date, next: next(after: date))
+    }
+
+    public func schedule(for entry: ScheduleEntry, tenant: Tenant) -> DailySchedule {
+        DailySchedule(user: entry.user, tenant: tenant, preferences: entry.preferences, spreadWindow: spreadWindow)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, with attosecond precision dropped below a nanosecond.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds / 1_000_000_000) / 1e9
+    }
+}

@@ -1,0 +1,96 @@
+/// A calendar date without a time zone (`yyyy-MM-dd`, proleptic Gregorian): the user's local day.
+///
+/// Arithmetic is integer days since 1970-01-01 (Hinnant's civil-from-days), so it needs no `Calendar` and is
+/// the same on every machine.
+public struct LocalDate: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+    /// Days since 1970-01-01.
+    public let dayNumber: Int
+
+    public init(dayNumber: Int) { self.dayNumber = dayNumber }
+
+    public init(year: Int, month: Int, day: Int) throws(EngineError) {
+        guard (1...12).contains(month), (1...31).contains(day), (1...9999).contains(year) else {
+            throw EngineError(.invalidInput, "not a calendar date")
+        }
+        let number = Self.days(year: year, month: month, day: day)
+        let date = LocalDate(dayNumber: number)
+        guard date.components == (year, month, day) else { throw EngineError(.invalidInput, "not a calendar date") }
+        self = date
+    }
+
+    /// Parses `yyyy-MM-dd`.
+    public init(parsing text: String) throws(EngineError) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
+        else { throw EngineError(.invalidInput, "a date must be written yyyy-MM-dd") }
+        try self.init(year: year, month: month, day: day)
+    }
+
+    /// The local date of `instant` at a fixed UTC offset.
+    public init(instant: Double, offsetSeconds: Int) {
+        let local = Int((instant + Double(offsetSeconds)).rounded(.down))
+        self.dayNumber = local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
+    }
+
+    public func adding(days: Int) -> LocalDate { LocalDate(dayNumber: dayNumber + days) }
+
+    /// ISO weekday: Monday = 1 ... Sunday = 7 (1970-01-01 was a Thursday).
+    public var isoWeekday: Int { ((dayNumber % 7 + 7 + 3) % 7) + 1 }
+
+    public var components: (year: Int, month: Int, day: Int) {
+        let z = dayNumber + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    public var description: String {
+        let (year, month, day) = components
+        func pad(_ value: Int, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+    }
+
+    public static func < (lhs: LocalDate, rhs: LocalDate) -> Bool { lhs.dayNumber < rhs.dayNumber }
+
+    static func days(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    public init(from decoder: any Decoder) throws {
+        self = try LocalDate(parsing: try decoder.singleValueContainer().decode(String.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// FNV-1a over UTF-8: a hash that is the same in every process (Swift's `Hasher` is seeded per process), for
+/// choices that must be reproducible: the spreading offset and the impulse tie-break.
+public func stableHash(_ parts: String...) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for part in parts {
+        for byte in part.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        hash ^= 0xff
+        hash = hash &* 0x0000_0100_0000_01b3
+    }
+    return hash
+}

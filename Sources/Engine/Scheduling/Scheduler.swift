@@ -1,0 +1,256 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The daily dispatch: takes due rows from the store's index, decides with ``DispatchPlanner``, chooses with
+/// ``ImpulseSelector``, records each day's assignment durably, and only then hands it to the push gateway.
+///
+/// Exactly once per user and local day rests on the store's unique (tenant, user, local date) key, not on this
+/// process: after a crash the row is due again and its day either records nothing (it was recorded) or is
+/// recorded now. Deliveries recorded but not yet pushed are pushed again at start, under the same collapse id.
+/// Backpressure: `enqueue` suspends while the tenant's push queue is full, so the scheduler reads the index
+/// only as fast as APNs takes pushes, and memory holds one batch.
+public actor Scheduler {
+    private let store: any BrokerStore
+    private let ledger: DeliveryLedger
+    private let gateway: PushGateway?
+    private let configuration: SchedulerConfiguration
+    private let planner: DispatchPlanner
+    private let selector = ImpulseSelector()
+    private let logger: Logger
+    private let counters = Mutex(SchedulerStatistics())
+    private var tenants: [TenantID: (tenant: Tenant, catalog: CatalogIndex, loadedAt: ContinuousClock.Instant)] = [:]
+
+    public init(
+        store: any BrokerStore,
+        ledger: DeliveryLedger,
+        gateway: PushGateway?,
+        configuration: SchedulerConfiguration = .init(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.ledger = ledger
+        self.gateway = gateway
+        self.configuration = configuration
+        self.planner = DispatchPlanner(staleness: configuration.staleness, spreadWindow: configuration.spreadWindow)
+        self.logger = logger
+    }
+
+    /// What the scheduler did so far; readable at any time without waiting for the actor.
+    public nonisolated var statistics: SchedulerStatistics { counters.withLock { $0 } }
+
+    /// Pushes what an earlier run left unpushed, then dispatches until the task is cancelled. A batch in
+    /// progress when cancelled is either committed or not at all; its pushes are handed back to the next start.
+    public func run() async {
+        do {
+            _ = try await requeueUnsettled(now: Date())
+        } catch {
+            logger.error("cannot read unpushed deliveries", metadata: ["error": "\(error)"])
+        }
+        while !Task.isCancelled {
+            var processed = 0
+            do {
+                processed = try await tick(now: Date())
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.error("dispatch failed; retrying", metadata: ["error": "\(error)"])
+            }
+            guard processed < configuration.batchSize else { continue }
+            var pause = configuration.pollInterval
+            if let next = try? await store.nextFireTime() {
+                let until = Duration.milliseconds(Int64(max(0, next.timeIntervalSinceNow) * 1000))
+                pause = min(pause, until)
+            }
+            do { try await Task.sleep(for: pause) } catch { return }
+        }
+    }
+
+    /// Processes what is due at `now`: at most one batch of rows and one of reminders. Returns how many rows
+    /// and reminders it took.
+    @discardableResult
+    public func tick(now: Date) async throws -> Int {
+        let due = try await store.dueSchedules(notAfter: now, limit: configuration.batchSize)
+        let reminders = try await store.dueReminders(notAfter: now, limit: configuration.batchSize)
+        if !due.isEmpty { try await dispatch(due, now: now) }
+        if !reminders.isEmpty {
+            let recorded = try await ledger.fire(reminders, at: now)
+            counters.withLock { $0.remindersFired += recorded.count }
+            try await push(recorded)
+        }
+        return max(due.count, reminders.count)
+    }
+
+    /// Hands deliveries recorded but never settled by the push gateway (the process stopped) to it again.
+    @discardableResult
+    public func requeueUnsettled(now: Date) async throws -> Int {
+        guard gateway != nil else { return 0 }
+        let since = now.addingTimeInterval(-configuration.staleness.seconds)
+        var after: DeliveryID?
+        var total = 0
+        while true {
+            let page = try await store.unsettledDeliveries(assignedAfter: since, after: after, limit: 1000)
+            guard let last = page.last else { break }
+            after = last.id
+            total += page.count
+            counters.withLock { $0.requeued += page.count }
+            try await push(page)
+        }
+        if total > 0 {
+            logger.notice("pushing deliveries a previous run left unpushed", metadata: ["count": "\(total)"])
+        }
+        return total
+    }
+
+    /// Forgets a tenant's cached catalog (it changed).
+    public func catalogChanged(tenant: TenantID) {
+        tenants[tenant] = nil
+    }
+
+    private func dispatch(_ due: [ScheduleEntry], now: Date) async throws {
+        var updates: [ScheduleUpdate] = []
+        var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?, tenant: Tenant)] = []
+        var statistics = SchedulerStatistics()
+        for entry in due {
+            guard let tenant = try await tenantState(entry.tenant)?.tenant else {
+                updates.append(
+                    .init(
+                        tenant: entry.tenant,
+                        user: entry.user,
+                        expectedFireAt: entry.fireAt,
+                        delivery: nil,
+                        next: nil
+                    )
+                )
+                continue
+            }
+            switch planner.decide(entry, tenant: tenant, now: now) {
+            case .deliver(let date, let next):
+                deliverable.append((entry, date, next, tenant))
+            case .skipStale(let date, let next):
+                statistics.due += 1
+                statistics.skippedStale += 1
+                logger.info(
+                    "day skipped: its time passed longer ago than the staleness limit",
+                    metadata: ["tenant.id": "\(entry.tenant)", "user.id": "\(entry.user)", "local.date": "\(date)"]
+                )
+                updates.append(
+                    .init(
+                        tenant: entry.tenant,
+                        user: entry.user,
+                        expectedFireAt: entry.fireAt,
+                        delivery: nil,
+                        next: next
+                    )
+                )
+            case .plan(let next):
+                statistics.planned += 1
+                updates.append(
+                    .init(
+                        tenant: entry.tenant,
+                        user: entry.user,
+                        expectedFireAt: entry.fireAt,
+                        delivery: nil,
+                        next: next
+                    )
+                )
+            case .park:
+                statistics.parked += 1
+                updates.append(
+                    .init(
+                        tenant: entry.tenant,
+                        user: entry.user,
+                        expectedFireAt: entry.fireAt,
+                        delivery: nil,
+                        next: nil
+                    )
+                )
+            }
+        }
+        let since = now.addingTimeInterval(-Double(configuration.repeatWindowDays) * 86_400)
+        for (tenantID, group) in Dictionary(grouping: deliverable, by: \.entry.tenant) {
+            guard let catalog = try await tenantState(tenantID)?.catalog else { continue }
+            let histories = try await store.selectionHistories(
+                tenant: tenantID,
+                users: group.map(\.entry.user),
+                since: since
+            )
+            for item in group {
+                statistics.due += 1
+                let impulse = selector.choose(
+                    from: catalog,
+                    tenant: item.tenant,
+                    user: item.entry.user,
+                    language: item.entry.language,
+                    scores: item.entry.lifeAreas,
+                    date: item.date,
+                    history: histories[item.entry.user] ?? SelectionHistory()
+                )
+                if impulse == nil {
+                    statistics.skippedNoImpulse += 1
+                    logger.warning(
+                        "nothing to deliver: the tenant's catalog has no impulse for the user",
+                        metadata: ["tenant.id": "\(tenantID)", "user.id": "\(item.entry.user)"]
+                    )
+                }
+                updates.append(
+                    .init(
+                        tenant: tenantID,
+                        user: item.entry.user,
+                        expectedFireAt: item.entry.fireAt,
+                        delivery: impulse.map {
+                            NewDelivery(
+                                tenant: tenantID,
+                                user: item.entry.user,
+                                impulse: $0.id,
+                                kind: .scheduled,
+                                localDate: item.date.description,
+                                assignedAt: now,
+                                awaitsPush: gateway != nil
+                            )
+                        },
+                        next: item.next
+                    )
+                )
+            }
+        }
+        let recorded = try await ledger.commit(updates)
+        let attempted = updates.filter { $0.delivery != nil }.count
+        statistics.assigned = recorded.count
+        statistics.alreadyAssigned = attempted - recorded.count
+        counters.withLock { $0.add(statistics) }
+        try await push(recorded)
+    }
+
+    private func push(_ deliveries: [Delivery]) async throws {
+        guard let gateway else { return }
+        for delivery in deliveries {
+            try Task.checkCancellation()
+            await gateway.enqueue(delivery)
+        }
+    }
+
+    private func tenantState(_ id: TenantID) async throws -> (tenant: Tenant, catalog: CatalogIndex)? {
+        if let cached = tenants[id], cached.loadedAt.duration(to: .now) < configuration.catalogTTL {
+            return (cached.tenant, cached.catalog)
+        }
+        guard let tenant = try await store.tenant(id) else { return nil }
+        let catalog = CatalogIndex(try await store.impulses(tenant: id))
+        tenants[id] = (tenant, catalog, .now)
+        return (tenant, catalog)
+    }
+}
+
+extension SchedulerStatistics {
+    mutating func add(_ other: SchedulerStatistics) {
+        due += other.due
+        assigned += other.assigned
+        alreadyAssigned += other.alreadyAssigned
+        skippedStale += other.skippedStale
+        skippedNoImpulse += other.skippedNoImpulse
+        remindersFired += other.remindersFired
+        requeued += other.requeued
+        planned += other.planned
+        parked += other.parked
+    }
+}

@@ -1,0 +1,57 @@
+/// Configuration of the ``Scheduler``.
+public struct SchedulerConfiguration: Sendable {
+    /// Due rows taken from the index per transaction.
+    public var batchSize: Int
+    /// The longest the scheduler sleeps before looking at the index again (new users, other processes' changes).
+    public var pollInterval: Duration
+    /// A day whose time passed longer ago than this (the broker was down) is skipped instead of delivered late;
+    /// also how far back unpushed deliveries are pushed again at start.
+    public var staleness: Duration
+    /// Users due in the same minute fire spread over this window, each at a fixed offset.
+    public var spreadWindow: Duration
+    /// A stand-alone impulse is not chosen again for a user within this many days (unless nothing else is left).
+    public var repeatWindowDays: Int
+    /// Reminders one user may have pending.
+    public var maximumPendingReminders: Int
+    /// How long a tenant's catalog is used before it is read again (changes also arrive by the change feed).
+    public var catalogTTL: Duration
+
+    public init(
+        batchSize: Int = 500,
+        pollInterval: Duration = .seconds(1),
+        staleness: Duration = .seconds(12 * 3600),
+        spreadWindow: Duration = .seconds(300),
+        repeatWindowDays: Int = 30,
+        maximumPendingReminders: Int = 20,
+        catalogTTL: Duration = .seconds(60)
+    ) {
+        self.batchSize = max(1, batchSize)
+        self.pollInterval = pollInterval
+        self.staleness = staleness
+        self.spreadWindow = spreadWindow
+        self.repeatWindowDays = max(0, repeatWindowDays)
+        self.maximumPendingReminders = max(1, maximumPendingReminders)
+        self.catalogTTL = catalogTTL
+    }
+}
+
+/// What the scheduler did since it started (closed label sets only).
+public struct SchedulerStatistics: Sendable, Equatable {
+    /// Rows that came due for a day, delivered or skipped.
+    public var due = 0
+    /// Scheduled impulses recorded.
+    public var assigned = 0
+    /// Days that already had their impulse (a restart, another node).
+    public var alreadyAssigned = 0
+    public var skippedStale = 0
+    /// Days with nothing to deliver (an empty catalog).
+    public var skippedNoImpulse = 0
+    public var remindersFired = 0
+    /// Unpushed deliveries handed to the push gateway again at start.
+    public var requeued = 0
+    /// Rows planned (new users, changed preferences) and rows parked (disabled users).
+    public var planned = 0
+    public var parked = 0
+
+    public init() {}
+}

@@ -1,0 +1,261 @@
+import Foundation
+import GRDB
+
+extension SQLiteStore {
+    public func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
+                        u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
+                    FROM schedules s JOIN users u ON u.id = s.user_id
+                    WHERE s.fire_at IS NOT NULL AND s.fire_at <= ? ORDER BY s.fire_at LIMIT ?
+                    """,
+                arguments: [now.unixSeconds, max(0, limit)]
+            ).map(Self.scheduleEntry(from:))
+        }
+    }
+
+    public func scheduleEntry(tenant: TenantID, user: UserID) async throws -> ScheduleEntry? {
+        try await read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
+                        u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
+                    FROM schedules s JOIN users u ON u.id = s.user_id WHERE s.user_id = ? AND s.tenant_id = ?
+                    """,
+                arguments: [user.rawValue, tenant.rawValue]
+            ).map(Self.scheduleEntry(from:))
+        }
+    }
+
+    public func nextFireTime() async throws -> Date? {
+        try await read { db in
+            let schedule = try Double.fetchOne(db, sql: "SELECT MIN(fire_at) FROM schedules WHERE fire_at IS NOT NULL")
+            let reminder = try Double.fetchOne(db, sql: "SELECT MIN(fire_at) FROM reminders")
+            return [schedule, reminder].compactMap { $0 }.min().map(Date.init(unixSeconds:))
+        }
+    }
+
+    public func selectionHistories(
+        tenant: TenantID,
+        users: [UserID],
+        since: Date
+    ) async throws -> [UserID: SelectionHistory] {
+        guard !users.isEmpty else { return [:] }
+        return try await read { db in
+            let recent = try db.cachedStatement(
+                sql: """
+                    SELECT impulse_id, MAX(assigned_at) AS at FROM deliveries
+                    WHERE user_id = ? AND tenant_id = ? AND assigned_at >= ? GROUP BY impulse_id
+                    """
+            )
+            let series = try db.cachedStatement(
+                sql: """
+                    SELECT i.series, MAX(i.series_position) AS position FROM deliveries d
+                    JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
+                    WHERE d.user_id = ? AND d.tenant_id = ? AND i.series IS NOT NULL GROUP BY i.series
+                    """
+            )
+            var histories: [UserID: SelectionHistory] = [:]
+            for user in users {
+                var history = SelectionHistory()
+                for row in try Row.fetchAll(recent, arguments: [user.rawValue, tenant.rawValue, since.unixSeconds]) {
+                    history.recent[ImpulseID(trusted: row["impulse_id"])] = Date(unixSeconds: row["at"])
+                }
+                for row in try Row.fetchAll(series, arguments: [user.rawValue, tenant.rawValue]) {
+                    history.seriesProgress[row["series"]] = row["position"]
+                }
+                histories[user] = history
+            }
+            return histories
+        }
+    }
+
+    public func commitSchedules(_ updates: [ScheduleUpdate]) async throws -> [Delivery] {
+        guard !updates.isEmpty else { return [] }
+        return try await write { db in
+            let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
+            let delivered = try db.cachedStatement(
+                sql: """
+                    UPDATE schedules SET last_date = MAX(COALESCE(last_date, ''), ?) WHERE user_id = ? AND tenant_id = ?
+                    """
+            )
+            let move = try db.cachedStatement(
+                sql: """
+                    UPDATE schedules SET fire_at = ?, local_date = ?
+                    WHERE user_id = ? AND tenant_id = ? AND fire_at = ?
+                    """
+            )
+            var recorded: [Delivery] = []
+            for update in updates {
+                if let new = update.delivery {
+                    if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
+                    try delivered.execute(arguments: [new.localDate, update.user.rawValue, update.tenant.rawValue])
+                }
+                try move.execute(arguments: [
+                    update.next?.fireAt.unixSeconds, update.next?.date.description, update.user.rawValue,
+                    update.tenant.rawValue, update.expectedFireAt.unixSeconds,
+                ])
+            }
+            return recorded
+        }
+    }
+
+    public func unsettledDeliveries(
+        assignedAfter: Date,
+        after: DeliveryID?,
+        limit: Int
+    ) async throws -> [Delivery] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM deliveries WHERE settled_at IS NULL AND id > ? AND assigned_at >= ?
+                    ORDER BY id LIMIT ?
+                    """,
+                arguments: [after?.rawValue ?? 0, assignedAfter.unixSeconds, max(0, limit)]
+            ).map(Self.delivery(from:))
+        }
+    }
+
+    // MARK: Reminders
+
+    public func createReminder(
+        tenant: TenantID,
+        user: UserID,
+        impulse: ImpulseID,
+        at fireAt: Date,
+        maximumPending: Int
+    ) async throws -> Reminder {
+        try await write { db in
+            let pending =
+                try Int.fetchOne(
+                    db,
+                    sql: "SELECT COUNT(*) FROM reminders WHERE user_id = ? AND tenant_id = ?",
+                    arguments: [user.rawValue, tenant.rawValue]
+                ) ?? 0
+            guard pending < maximumPending else {
+                throw EngineError(.conflict, "at most \(maximumPending) reminders may be pending")
+            }
+            let now = Date().unixSeconds
+            try db.execute(
+                sql:
+                    "INSERT INTO reminders (tenant_id, user_id, impulse_id, fire_at, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [tenant.rawValue, user.rawValue, impulse.rawValue, fireAt.unixSeconds, now]
+            )
+            return Reminder(
+                id: db.lastInsertedRowID,
+                tenant: tenant,
+                user: user,
+                impulse: impulse,
+                fireAt: Date(unixSeconds: fireAt.unixSeconds),
+                createdAt: Date(unixSeconds: now)
+            )
+        }
+    }
+
+    public func reminders(tenant: TenantID, user: UserID) async throws -> [Reminder] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM reminders WHERE user_id = ? AND tenant_id = ? ORDER BY fire_at, id",
+                arguments: [user.rawValue, tenant.rawValue]
+            ).map(Self.reminder(from:))
+        }
+    }
+
+    public func deleteReminder(tenant: TenantID, user: UserID, id: Int64) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM reminders WHERE id = ? AND user_id = ? AND tenant_id = ?",
+                arguments: [id, user.rawValue, tenant.rawValue]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    public func dueReminders(notAfter now: Date, limit: Int) async throws -> [Reminder] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM reminders WHERE fire_at <= ? ORDER BY fire_at, id LIMIT ?",
+                arguments: [now.unixSeconds, max(0, limit)]
+            ).map(Self.reminder(from:))
+        }
+    }
+
+    public func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery] {
+        guard !reminders.isEmpty else { return [] }
+        return try await write { db in
+            let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
+            let delete = try db.cachedStatement(sql: "DELETE FROM reminders WHERE id = ?")
+            var recorded: [Delivery] = []
+            for reminder in reminders {
+                try delete.execute(arguments: [reminder.id])
+                // Already fired (another node, or a retry of this batch): nothing to record.
+                guard db.changesCount > 0 else { continue }
+                let new = NewDelivery(
+                    tenant: reminder.tenant,
+                    user: reminder.user,
+                    impulse: reminder.impulse,
+                    kind: .reminder,
+                    assignedAt: now,
+                    awaitsPush: true
+                )
+                if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
+            }
+            return recorded
+        }
+    }
+
+    static func scheduleEntry(from row: Row) throws -> ScheduleEntry {
+        let localDate: String? = row["local_date"]
+        let lastDate: String? = row["last_date"]
+        let fireAt: Double = row["fire_at"] ?? 0
+        return ScheduleEntry(
+            tenant: TenantID(trusted: row["tenant_id"]),
+            user: UserID(row["user_id"]),
+            fireAt: Date(unixSeconds: fireAt),
+            localDate: localDate.flatMap { try? LocalDate(parsing: $0) },
+            lastDate: lastDate.flatMap { try? LocalDate(parsing: $0) },
+            enabled: row["enabled"],
+            language: row["language"],
+            lifeAreas: try decodeScores(row["life_areas"]),
+            preferences: try preferences(from: row)
+        )
+    }
+
+    static func reminder(from row: Row) -> Reminder {
+        Reminder(
+            id: row["id"],
+            tenant: TenantID(trusted: row["tenant_id"]),
+            user: UserID(row["user_id"]),
+            impulse: ImpulseID(trusted: row["impulse_id"]),
+            fireAt: Date(unixSeconds: row["fire_at"]),
+            createdAt: Date(unixSeconds: row["created_at"])
+        )
+    }
+
+    static func delivery(from row: Row) -> Delivery {
+        let kind: String = row["kind"]
+        let pushedAt: Double? = row["pushed_at"]
+        let fetchedAt: Double? = row["fetched_at"]
+        let readAt: Double? = row["read_at"]
+        return Delivery(
+            id: DeliveryID(row["id"]),
+            tenant: TenantID(trusted: row["tenant_id"]),
+            user: UserID(row["user_id"]),
+            impulse: ImpulseID(trusted: row["impulse_id"]),
+            kind: DeliveryKind(rawValue: kind) ?? .manual,
+            localDate: row["local_date"],
+            assignedAt: Date(unixSeconds: row["assigned_at"]),
+            pushedAt: pushedAt.map(Date.init(unixSeconds:)),
+            apnsID: row["apns_id"],
+            fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
+            readAt: readAt.map(Date.init(unixSeconds:))
+        )
+    }
+}
