@@ -125,6 +125,7 @@ struct TestBroker: Sendable {
         http1Only: Bool = false,
         maxBodySize: Int = 64 * 1024,
         logger: Logger = TestBroker.logger,
+        scheduler: SchedulerConfiguration? = nil,
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -137,7 +138,9 @@ struct TestBroker: Sendable {
             plainListen: plain ? ListenAddress(host: "127.0.0.1", port: 0) : nil,
             defaultTenant: Fixture.acme,
             changeFeedInterval: .milliseconds(20),
-            rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media")
+            rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media"),
+            // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
+            scheduler: scheduler
         )
         let application = try await buildApplication(configuration: configuration, store: store, logger: logger) {
             continuation.yield(($0, $1))

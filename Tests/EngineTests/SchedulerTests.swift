@@ -1,0 +1,188 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import Engine
+
+/// The scheduler actor on a real SQLite store, with a scripted push transport below the gateway.
+@Suite("Scheduler", .timeLimit(.minutes(1)))
+struct SchedulerTests {
+    func utc(_ text: String) throws -> Date { try #require(ISO8601DateFormatter().date(from: text)) }
+
+    func setTime(_ f: StoreFixture, _ user: User, zone: String, time: String) async throws {
+        try await f.store.setPreferences(
+            tenant: user.tenant,
+            user: user.id,
+            language: nil,
+            preferences: DeliveryPreferences(timeZone: zone, deliveryTime: try LocalTime(parsing: time))
+        )
+    }
+
+    func stack(_ f: StoreFixture, transport: ScriptedTransport) -> (DeliveryLedger, PushGateway, Scheduler) {
+        let ledger = DeliveryLedger(store: f.store)
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: ledger,
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            logger: StoreFixture.logger
+        )
+        let scheduler = Scheduler(
+            store: f.store,
+            ledger: ledger,
+            gateway: gateway,
+            configuration: .init(spreadWindow: .zero),
+            logger: StoreFixture.logger
+        )
+        return (ledger, gateway, scheduler)
+    }
+
+    func scheduled(_ f: StoreFixture, _ user: User) async throws -> [Delivery] {
+        try await f.store.deliveredImpulses(tenant: user.tenant, user: user.id, after: nil, before: nil, limit: 100)
+            .map(\.delivery).filter { $0.kind == .scheduled }
+    }
+
+    @Test("Each user gets one scheduled impulse per local day, recorded before its push; a restart pushes the rest")
+    func exactlyOnceAcrossRestart() async throws {
+        let f = try await StoreFixture.make()
+        try await setTime(f, f.a, zone: "UTC", time: "08:00")
+        try await setTime(f, f.b, zone: "Asia/Tokyo", time: "08:00")  // 2026-11-22T23:00Z
+        for (n, user) in [f.a, f.b, f.globexA].enumerated() {
+            _ = try await f.store.registerDevice(try f.device(user, token: String(format: "%064x", n + 1)))
+        }
+        let now = try utc("2026-11-23T07:30:00Z")
+        // First run: its gateway never sends (the process dies before the pushes leave).
+        let lost = ScriptedTransport()
+        let (_, _, first) = stack(f, transport: lost)
+        try await first.tick(now: now)  // plans the three new rows
+        try await first.tick(now: now)  // b (Tokyo) and globexA (Berlin, 07:00Z) are due
+        #expect(first.statistics.assigned == 2)
+        let b = try #require(try await scheduled(f, f.b).first)
+        #expect(b.localDate == "2026-11-23")
+        #expect(b.pushedAt == nil)
+        #expect(try await scheduled(f, f.a).isEmpty)
+
+        // Second run on the same store: the unpushed deliveries are pushed, under their own delivery's collapse id.
+        let transport = ScriptedTransport()
+        let (_, gateway, second) = stack(f, transport: transport)
+        let running = Task { await gateway.run() }
+        defer { running.cancel() }
+        #expect(try await second.requeueUnsettled(now: now) == 2)
+        try await second.tick(now: now)
+        #expect(second.statistics.assigned == 0)
+        try await second.tick(now: try utc("2026-11-23T08:00:01Z"))
+        try await second.tick(now: try utc("2026-11-23T08:00:02Z"))
+        #expect(second.statistics.assigned == 1)
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 3 })
+        let sentDeliveries = Set(transport.sent.withLock { $0.map(\.delivery) })
+        #expect(sentDeliveries.contains(b.id))
+        #expect(lost.sent.withLock { $0.isEmpty })
+        #expect(
+            try await eventually {
+                try await (self.scheduled(f, f.a) + self.scheduled(f, f.b)).allSatisfy { $0.pushedAt != nil }
+            }
+        )
+        for user in [f.a, f.b, f.globexA] {
+            let rows = try await scheduled(f, user)
+            #expect(rows.count == 1)
+            #expect(rows.first?.localDate == "2026-11-23")
+        }
+        // The key, not the scheduler, makes it once: recording the day again records nothing.
+        let again = try await f.store.commitSchedules([
+            ScheduleUpdate(
+                tenant: f.acme,
+                user: f.b.id,
+                expectedFireAt: .distantPast,
+                delivery: NewDelivery(
+                    tenant: f.acme,
+                    user: f.b.id,
+                    impulse: try ImpulseID("two"),
+                    kind: .scheduled,
+                    localDate: "2026-11-23",
+                    assignedAt: now,
+                    awaitsPush: true
+                ),
+                next: nil
+            )
+        ])
+        #expect(again.isEmpty)
+        // Nothing is left to push again.
+        #expect(try await second.requeueUnsettled(now: now) == 0)
+    }
+
+    @Test("A reminder pushes the impulse once more at its time; pending reminders are bounded")
+    func reminders() async throws {
+        let f = try await StoreFixture.make()
+        _ = try await f.store.registerDevice(try f.device(f.a))
+        let transport = ScriptedTransport()
+        let (_, gateway, scheduler) = stack(f, transport: transport)
+        let running = Task { await gateway.run() }
+        defer { running.cancel() }
+        let now = try utc("2026-11-23T10:00:00Z")
+        let reminder = try await f.store.createReminder(
+            tenant: f.acme,
+            user: f.a.id,
+            impulse: try ImpulseID("one"),
+            at: now.addingTimeInterval(60),
+            maximumPending: 2
+        )
+        _ = try await f.store.createReminder(
+            tenant: f.acme,
+            user: f.a.id,
+            impulse: try ImpulseID("two"),
+            at: now.addingTimeInterval(3600),
+            maximumPending: 2
+        )
+        await #expect(throws: EngineError.self) {
+            _ = try await f.store.createReminder(
+                tenant: f.acme,
+                user: f.a.id,
+                impulse: try ImpulseID("two"),
+                at: now,
+                maximumPending: 2
+            )
+        }
+        // Another tenant's user sees none of them.
+        #expect(try await f.store.reminders(tenant: f.globex, user: f.globexA.id).isEmpty)
+        try await scheduler.tick(now: now)
+        #expect(scheduler.statistics.remindersFired == 0)
+        try await scheduler.tick(now: reminder.fireAt)
+        try await scheduler.tick(now: reminder.fireAt)
+        #expect(scheduler.statistics.remindersFired == 1)
+        // (The first ticks also planned and delivered the new users' daily impulse: 07:00Z in Berlin.)
+        let items = try await f.store.deliveredImpulses(tenant: f.acme, user: f.a.id, after: nil, before: nil, limit: 10)
+        let reminded = items.filter { $0.delivery.kind == .reminder }
+        #expect(reminded.count == 1)
+        #expect(reminded.first?.impulse.id == (try ImpulseID("one")))
+        let pushed = try #require(reminded.first?.delivery.id)
+        #expect(try await eventually { transport.sent.withLock { $0.contains { $0.delivery == pushed } } })
+        #expect(try await f.store.reminders(tenant: f.acme, user: f.a.id).map(\.impulse) == [try ImpulseID("two")])
+    }
+
+    @Test("A preference change replans the row; a disabled user leaves the index until enabled again")
+    func replanAndPark() async throws {
+        let f = try await StoreFixture.make()
+        let (_, _, scheduler) = stack(f, transport: ScriptedTransport())
+        let now = try utc("2026-11-23T05:00:00Z")
+        try await setTime(f, f.a, zone: "UTC", time: "08:00")
+        try await scheduler.tick(now: now)
+        var row = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        #expect(row.localDate?.description == "2026-11-23")
+        #expect(row.fireAt == (try utc("2026-11-23T08:00:00Z")))
+        try await setTime(f, f.a, zone: "America/New_York", time: "09:30")
+        row = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        #expect(row.localDate == nil)
+        try await scheduler.tick(now: now)
+        row = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        #expect(row.fireAt == (try utc("2026-11-23T14:30:00Z")))
+        // Disabled: parked at its next due time, not delivered.
+        #expect(try await f.store.setEnabled(tenant: f.acme, username: "a", enabled: false))
+        let later = try utc("2026-11-23T15:00:00Z")
+        try await scheduler.tick(now: later)
+        #expect(scheduler.statistics.parked == 1)
+        #expect(try await f.store.dueSchedules(notAfter: .distantFuture, limit: 100).allSatisfy { $0.user != f.a.id })
+        #expect(try await scheduled(f, f.a).isEmpty)
+        #expect(try await f.store.setEnabled(tenant: f.acme, username: "a", enabled: true))
+        #expect(try await f.store.dueSchedules(notAfter: later, limit: 100).contains { $0.user == f.a.id })
+    }
+}
