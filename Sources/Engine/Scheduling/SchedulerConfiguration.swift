@@ -11,8 +11,6 @@ public struct SchedulerConfiguration: Sendable {
     public var spreadWindow: Duration
     /// A stand-alone impulse is not chosen again for a user within this many days (unless nothing else is left).
     public var repeatWindowDays: Int
-    /// Reminders one user may have pending.
-    public var maximumPendingReminders: Int
     /// How long a tenant's catalog is used before it is read again (changes also arrive by the change feed).
     public var catalogTTL: Duration
 
@@ -22,7 +20,6 @@ public struct SchedulerConfiguration: Sendable {
         staleness: Duration = .seconds(12 * 3600),
         spreadWindow: Duration = .seconds(300),
         repeatWindowDays: Int = 30,
-        maximumPendingReminders: Int = 20,
         catalogTTL: Duration = .seconds(60)
     ) {
         self.batchSize = max(1, batchSize)
@@ -30,7 +27,6 @@ public struct SchedulerConfiguration: Sendable {
         self.staleness = staleness
         self.spreadWindow = spreadWindow
         self.repeatWindowDays = max(0, repeatWindowDays)
-        self.maximumPendingReminders = max(1, maximumPendingReminders)
         self.catalogTTL = catalogTTL
     }
 }

@@ -14,7 +14,8 @@ extension RESTAPI {
             [
                 .get: { request, context, caller in
                     try await impulse(request, context, caller, mark: request.method == .get ? .fetched : nil)
-                }
+                },
+                .post: remind,
             ]
         )
         resource(
@@ -25,6 +26,8 @@ extension RESTAPI {
                 .put: { request, context, caller in try await impulse(request, context, caller, mark: .read) }
             ]
         )
+        resource(router, "/v1/reminders", scheme: scheme, [.get: listReminders])
+        resource(router, "/v1/reminders/:reminder", scheme: scheme, [.delete: deleteReminder])
         resource(router, "/v1/me", scheme: scheme, [.get: profile])
         resource(router, "/v1/me/preferences", scheme: scheme, [.put: updatePreferences])
         resource(

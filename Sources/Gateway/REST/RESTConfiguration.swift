@@ -15,6 +15,9 @@ public struct RESTConfiguration: Sendable {
     public var originalTokenEnvironment: APNsEnvironment
     /// Folder served publicly under `/media/`; nil serves nothing there.
     public var mediaDirectory: String?
+    /// Reminders a user may have pending, and how far ahead one may be set.
+    public var maximumPendingReminders: Int
+    public var reminderHorizon: Duration
 
     public init(
         publicBaseURL: String? = nil,
@@ -23,7 +26,9 @@ public struct RESTConfiguration: Sendable {
         defaultPageSize: Int = 10,
         maxPageSize: Int = 100,
         originalTokenEnvironment: APNsEnvironment = .production,
-        mediaDirectory: String? = nil
+        mediaDirectory: String? = nil,
+        maximumPendingReminders: Int = 20,
+        reminderHorizon: Duration = .seconds(30 * 86_400)
     ) {
         self.publicBaseURL = publicBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.maxBodySize = maxBodySize
@@ -32,5 +37,7 @@ public struct RESTConfiguration: Sendable {
         self.maxPageSize = maxPageSize
         self.originalTokenEnvironment = originalTokenEnvironment
         self.mediaDirectory = mediaDirectory
+        self.maximumPendingReminders = max(1, maximumPendingReminders)
+        self.reminderHorizon = reminderHorizon
     }
 }

@@ -1,0 +1,79 @@
+import Engine
+import Foundation
+import Gateway
+import Testing
+
+@Suite("Reminders API", .timeLimit(.minutes(2)))
+struct ReminderAPITests {
+    @Test("POST on an impulse sets a reminder; the scheduler pushes the impulse once more at that time")
+    func reminderIsPushed() async throws {
+        try await TestBroker.run(scheduler: SchedulerConfiguration(pollInterval: .milliseconds(100))) { broker in
+            let token = String(repeating: "5e", count: 32)
+            let registered = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "iPhone"}"#
+            )
+            #expect(registered.status == 200 || registered.status == 204)
+            let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(1))
+            let created = try await broker.send(
+                .POST,
+                "/v1/impulses/acme-3",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"remindAt": "\#(at)"}"#
+            )
+            #expect(created.status == 201)
+            #expect(created.json["workingID"] as? String == "acme-3")
+            let id = try #require(created.json["id"] as? Int)
+            #expect(created.headers.first(name: "Location") == "/v1/reminders/\(id)")
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually(seconds: 10) { simulator.accepted.contains { $0.payload.contains("acme-3") } })
+            let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
+            let rows = try await broker.store.deliveredImpulses(
+                tenant: Fixture.acme,
+                user: alice.id,
+                after: nil,
+                before: nil,
+                limit: 100
+            )
+            let reminded = rows.filter { $0.delivery.kind == .reminder }
+            #expect(reminded.map(\.impulse.id.rawValue) == ["acme-3"])
+            #expect(try await broker.send(.GET, "/v1/reminders").json["reminders"] as? [Any] != nil)
+            #expect(try await broker.store.reminders(tenant: Fixture.acme, user: alice.id).isEmpty)
+        }
+    }
+
+    @Test("Bad reminder requests get problems and store nothing; reminders list and delete per user")
+    func validation() async throws {
+        try await TestBroker.run { broker in
+            func post(_ path: String, _ body: String) async throws -> TestBroker.Reply {
+                try await broker.send(.POST, path, headers: [("Content-Type", "application/json")], body: body)
+            }
+            let past = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-3600))
+            let far = ISO8601DateFormatter().string(from: Date().addingTimeInterval(90 * 86_400))
+            let soon = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
+            #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(past)"}"#).status == 422)
+            #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(far)"}"#).status == 422)
+            #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "tomorrow"}"#).status == 422)
+            #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(soon)", "time": "18:00"}"#).status == 422)
+            #expect(try await post("/v1/impulses/acme-1", #"{"time": "25:00"}"#).status == 422)
+            #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "#).status == 400)
+            let notMine = try await post("/v1/impulses/secret-1", #"{"remindAt": "\#(soon)"}"#)
+            #expect(notMine.status == 404)
+            #expect(notMine.headers.first(name: "Content-Type") == "application/problem+json")
+            let byTime = try await post("/v1/impulses/acme-2", #"{"time": "18:30"}"#)
+            #expect(byTime.status == 201)
+            let list = try await broker.send(.GET, "/v1/reminders")
+            let reminders = try #require(list.json["reminders"] as? [[String: Any]])
+            #expect(reminders.count == 1)
+            // Bob cannot see or delete alice's reminder.
+            #expect((try await broker.send(.GET, "/v1/reminders", user: "bob").json["reminders"] as? [Any])?.isEmpty == true)
+            let id = try #require(reminders.first?["id"] as? Int)
+            #expect(try await broker.send(.DELETE, "/v1/reminders/\(id)", user: "bob").status == 404)
+            #expect(try await broker.send(.DELETE, "/v1/reminders/\(id)").status == 204)
+            #expect(try await broker.send(.DELETE, "/v1/reminders/\(id)").status == 404)
+            for _ in 0..<20 { #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(soon)"}"#).status == 201) }
+            #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(soon)"}"#).status == 409)
+        }
+    }
+}
