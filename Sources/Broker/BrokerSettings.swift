@@ -164,3 +164,11 @@ struct BrokerSettings {
         return try await SQLiteStore(configuration: .init(path: databasePath), logger: logger)
     }
 }
+
+extension BrokerSettings {
+    /// Whether pushes go to the in-process APNs simulator (the embedded default).
+    var apnsIsEmbedded: Bool {
+        if case .embeddedSimulator = apns { return true }
+        return false
+    }
+}

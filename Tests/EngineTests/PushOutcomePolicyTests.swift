@@ -54,7 +54,7 @@ struct PushOutcomePolicyTests {
         #expect(
             action(500, "InternalServerError", attempt: 2) == .retry(backoff: .milliseconds(200), newConnection: false)
         )
-        #expect(action(500, "InternalServerError", attempt: 3) == .drop(alert: true))
+        #expect(action(500, "InternalServerError", attempt: 3) == .deferred)
         #expect(action(403, "ExpiredProviderToken", attempt: 3) == .drop(alert: true))
         #expect(policy.backoff(attempt: 10, jitter: 1) == .milliseconds(1500))
         #expect(policy.backoff(attempt: 1, jitter: 0) == .milliseconds(50))

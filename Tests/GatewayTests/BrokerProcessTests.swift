@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// Runs the real `broker` executable that `swift test` builds next to the test bundle.
@@ -158,18 +159,30 @@ struct BrokerProcessTests {
         #expect(broken.error.contains("bcryptCost"))
     }
 
-    @Test("broker demo seeds once, serves, stops on SIGTERM, and restarts on the same data without duplicates")
+    @Test("broker demo seeds once, dispatches at once, stops on SIGTERM, and restarts without duplicates")
     func demoRestarts() async throws {
         let data = TestBroker.temporaryDirectory()
-        for _ in 0..<2 {
-            let demo = try RunningBroker([
-                "demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error",
-            ])
+        var seen: [String] = []
+        for run in 0..<2 {
+            let demo = try RunningBroker(
+                ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error", "--users", "20"],
+                environment: ["BROKER_SPREAD_SECONDS": "0"]
+            )
             let port = try #require(try await demo.port(matching: /https:\/\/localhost:(\d+)/), "\(demo.output)")
-            try await TestBroker.probe(port: port, directory: data) { reply in
-                #expect(reply.status == 200)
-                #expect((reply.json["items"] as? [Any])?.count == 2)
+            // anna's delivery time is the minute the demo was first started: her impulse arrives at once.
+            let items = Mutex<[String]>([])
+            let arrived = try await eventually(seconds: 20) {
+                try await TestBroker.probe(port: port, directory: data) { reply in
+                    let ids = (reply.json["items"] as? [[String: Any]] ?? []).compactMap { $0["workingID"] as? String }
+                    items.withLock { $0 = ids }
+                }
+                return !items.withLock { $0 }.isEmpty
             }
+            #expect(arrived, "\(demo.output)")
+            if run == 1 { #expect(items.withLock { $0 } == seen) }  // nothing twice after the restart
+            seen = items.withLock { $0 }
+            #expect(seen.count == 1)
+            #expect(try await eventually { demo.output.contains("dispatch: 25 users") }, "\(demo.output)")
             #expect(demo.stop() == 0)  // SIGTERM: graceful shutdown, exit status 0
         }
     }

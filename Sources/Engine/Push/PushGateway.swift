@@ -26,6 +26,10 @@ public struct PushStatistics: Sendable, Equatable {
     public var tokensQuarantined = 0
     public var tokensRemoved = 0
     public var withoutDevice = 0
+    /// Deliveries left unpushed after transient failures outlasted the retries (tried again by a later sweep).
+    public var deferred = 0
+
+    public init() {}
 }
 
 /// Takes deliveries, pushes them to every device of their user, and reports each outcome to the ledger and the
@@ -44,7 +48,10 @@ public actor PushGateway {
 
     private var queues: [TenantID: Deque<Delivery>] = [:]
     private var rotation: Deque<TenantID> = []
-    private var blockedProducers: [TenantID: [CheckedContinuation<Void, Never>]] = [:]
+    private var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
+    private var nextWaiter: UInt64 = 0
+    /// Deliveries queued or in flight: a second enqueue of one of them (a sweep, a restart) is ignored.
+    private var pending: Set<DeliveryID> = []
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
     private var paused: [TenantID: String] = [:]
     private var stopping = false
@@ -67,15 +74,36 @@ public actor PushGateway {
         self.logger = logger
     }
 
-    /// Queues a delivery's push, suspending while the tenant's queue is full.
-    public func enqueue(_ delivery: Delivery) async {
+    /// Queues a delivery's push, suspending while the tenant's queue is full. Returns false when it was not
+    /// queued: already pending, the gateway is stopping, or the caller was cancelled while waiting (the delivery
+    /// stays unpushed in the ledger and is pushed again later).
+    @discardableResult
+    public func enqueue(_ delivery: Delivery) async -> Bool {
+        guard !pending.contains(delivery.id) else { return false }
         while (queues[delivery.tenant]?.count ?? 0) >= configuration.queueCapacityPerTenant, !stopping {
-            await withCheckedContinuation { blockedProducers[delivery.tenant, default: []].append($0) }
+            if Task.isCancelled { return false }
+            nextWaiter &+= 1
+            let id = nextWaiter
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { blockedProducers[delivery.tenant, default: []].append((id, $0)) }
+            } onCancel: {
+                Task { await self.release(waiter: id, tenant: delivery.tenant) }
+            }
         }
-        guard !stopping else { return }
+        guard !stopping, !Task.isCancelled, !pending.contains(delivery.id) else { return false }
         if queues[delivery.tenant] == nil { rotation.append(delivery.tenant) }
         queues[delivery.tenant, default: []].append(delivery)
+        pending.insert(delivery.id)
         wakeWorker()
+        return true
+    }
+
+    /// Whether a delivery is queued or being pushed.
+    public func isPending(_ delivery: DeliveryID) -> Bool { pending.contains(delivery) }
+
+    private func release(waiter: UInt64, tenant: TenantID) {
+        guard let index = blockedProducers[tenant]?.firstIndex(where: { $0.id == waiter }) else { return }
+        blockedProducers[tenant]?.remove(at: index).continuation.resume()
     }
 
     /// Runs the workers until the task is cancelled; queued deliveries stay unpushed in the ledger (and are
@@ -108,7 +136,7 @@ public actor PushGateway {
         stopping = true
         for waiter in idleWorkers { waiter.resume() }
         idleWorkers.removeAll()
-        for waiters in blockedProducers.values { for waiter in waiters { waiter.resume() } }
+        for waiters in blockedProducers.values { for waiter in waiters { waiter.continuation.resume() } }
         blockedProducers.removeAll()
     }
 
@@ -129,7 +157,7 @@ public actor PushGateway {
                 if paused[tenant] != nil { continue }
                 let delivery = queue.removeFirst()
                 queues[tenant] = queue
-                if let producer = blockedProducers[tenant]?.popLast() { producer.resume() }
+                if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
                 inFlight += 1
                 return delivery
             }
@@ -141,12 +169,14 @@ public actor PushGateway {
     private func work() async {
         while let delivery = await next() {
             await push(delivery)
-            finished()
+            finished(delivery)
         }
     }
 
-    private func finished() {
+    private func finished(_ delivery: Delivery) {
         inFlight -= 1
+        // A delivery requeued by a paused tenant is back in its queue: still pending.
+        if !(queues[delivery.tenant]?.contains { $0.id == delivery.id } ?? false) { pending.remove(delivery.id) }
     }
 
     private func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {
@@ -183,6 +213,7 @@ public actor PushGateway {
             let badge = try await ledger.unreadCount(tenant: tenantID, user: delivery.user)
             var acceptedID: String?
             var requeued = false
+            var deferred = false
             devices: for device in devices {
                 let push = OutboundPush(
                     tenant: tenantID,
@@ -195,6 +226,7 @@ public actor PushGateway {
                 switch try await send(push, tenant: tenant, delivery: delivery) {
                 case .accepted(let id): acceptedID = acceptedID ?? id
                 case .finished: continue
+                case .deferred: deferred = true
                 // The delivery went back to the paused tenant's queue once; its other devices wait with it.
                 case .tenantStopped:
                     requeued = true
@@ -208,7 +240,7 @@ public actor PushGateway {
                     delivery: delivery.id,
                     apnsID: acceptedID
                 )
-            } else if !requeued {
+            } else if !requeued && !deferred {
                 try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
             }
         } catch {
@@ -223,6 +255,8 @@ public actor PushGateway {
     private enum DeviceOutcome {
         case accepted(apnsID: String)
         case finished
+        /// Transient failures outlasted the retries: the delivery stays unsettled for a later attempt.
+        case deferred
         case tenantStopped
     }
 
@@ -258,6 +292,10 @@ public actor PushGateway {
             case .drop(let alert):
                 if alert { logger.warning("push dropped", metadata: metadata) }
                 return .finished
+            case .deferred:
+                await count { $0.deferred += 1 }
+                logger.warning("push deferred: APNs kept failing; it is tried again later", metadata: metadata)
+                return .deferred
             case .quarantineToken:
                 try await registry.quarantine(tenant: tenant, token: push.device.token)
                 await count { $0.tokensQuarantined += 1 }

@@ -22,6 +22,9 @@ public enum PushAction: Sendable, Equatable {
     case renewProviderTokenAndRetry
     /// The push can never succeed as it is: record the failure; `alert` when it signals a bug or misconfiguration.
     case drop(alert: Bool)
+    /// A transient failure (unreachable, 429, 5xx) outlasted the retries: leave the delivery unpushed so a later
+    /// sweep (or the next start) tries again; it is not a verdict on the push.
+    case deferred
     /// The token is malformed or for the wrong environment: stop using it until it is registered again.
     case quarantineToken
     /// The token belongs to another app: remove it for this topic.
@@ -114,7 +117,7 @@ public struct PushOutcomePolicy: Sendable {
     }
 
     private func retryOrDrop(attempt: Int, jitter: Double, newConnection: Bool, floor: Duration = .zero) -> PushAction {
-        guard attempt < maximumAttempts else { return .drop(alert: true) }
+        guard attempt < maximumAttempts else { return .deferred }
         return .retry(backoff: max(backoff(attempt: attempt, jitter: jitter), floor), newConnection: newConnection)
     }
 }

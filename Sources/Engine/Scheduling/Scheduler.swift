@@ -47,7 +47,16 @@ public actor Scheduler {
         } catch {
             logger.error("cannot read unpushed deliveries", metadata: ["error": "\(error)"])
         }
+        var lastSweep = ContinuousClock.now
         while !Task.isCancelled {
+            if lastSweep.duration(to: .now) >= configuration.sweepInterval {
+                lastSweep = .now
+                do {
+                    _ = try await requeueUnsettled(now: Date(), settleTime: .seconds(120))
+                } catch {
+                    logger.warning("cannot read unpushed deliveries", metadata: ["error": "\(error)"])
+                }
+            }
             var processed = 0
             do {
                 processed = try await tick(now: Date())
@@ -81,9 +90,10 @@ public actor Scheduler {
         return max(due.count, reminders.count)
     }
 
-    /// Hands deliveries recorded but never settled by the push gateway (the process stopped) to it again.
+    /// Hands deliveries recorded but never settled by the push gateway (the process stopped, or APNs kept failing)
+    /// to it again; those assigned less than `settleTime` ago are left alone (their outcome may be in flight).
     @discardableResult
-    public func requeueUnsettled(now: Date) async throws -> Int {
+    public func requeueUnsettled(now: Date, settleTime: Duration = .zero) async throws -> Int {
         guard gateway != nil else { return 0 }
         let since = now.addingTimeInterval(-configuration.staleness.seconds)
         var after: DeliveryID?
@@ -92,9 +102,10 @@ public actor Scheduler {
             let page = try await store.unsettledDeliveries(assignedAfter: since, after: after, limit: 1000)
             guard let last = page.last else { break }
             after = last.id
-            total += page.count
-            counters.withLock { $0.requeued += page.count }
-            try await push(page)
+            let settled = now.addingTimeInterval(-settleTime.seconds)
+            let queued = try await push(page.filter { $0.assignedAt <= settled })
+            total += queued
+            counters.withLock { $0.requeued += queued }
         }
         if total > 0 {
             logger.notice("pushing deliveries a previous run left unpushed", metadata: ["count": "\(total)"])
@@ -222,12 +233,16 @@ public actor Scheduler {
         try await push(recorded)
     }
 
-    private func push(_ deliveries: [Delivery]) async throws {
-        guard let gateway else { return }
+    /// Hands deliveries to the push gateway; returns how many it queued (it ignores ones already pending).
+    @discardableResult
+    private func push(_ deliveries: [Delivery]) async throws -> Int {
+        guard let gateway else { return 0 }
+        var queued = 0
         for delivery in deliveries {
             try Task.checkCancellation()
-            await gateway.enqueue(delivery)
+            if await gateway.enqueue(delivery) { queued += 1 }
         }
+        return queued
     }
 
     private func tenantState(_ id: TenantID) async throws -> (tenant: Tenant, catalog: CatalogIndex)? {

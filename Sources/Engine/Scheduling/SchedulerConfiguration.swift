@@ -11,6 +11,8 @@ public struct SchedulerConfiguration: Sendable {
     public var spreadWindow: Duration
     /// A stand-alone impulse is not chosen again for a user within this many days (unless nothing else is left).
     public var repeatWindowDays: Int
+    /// How often deliveries left unpushed (APNs kept failing) are handed to the push gateway again.
+    public var sweepInterval: Duration
     /// How long a tenant's catalog is used before it is read again (changes also arrive by the change feed).
     public var catalogTTL: Duration
 
@@ -20,6 +22,7 @@ public struct SchedulerConfiguration: Sendable {
         staleness: Duration = .seconds(12 * 3600),
         spreadWindow: Duration = .seconds(300),
         repeatWindowDays: Int = 30,
+        sweepInterval: Duration = .seconds(300),
         catalogTTL: Duration = .seconds(60)
     ) {
         self.batchSize = max(1, batchSize)
@@ -27,6 +30,7 @@ public struct SchedulerConfiguration: Sendable {
         self.staleness = staleness
         self.spreadWindow = spreadWindow
         self.repeatWindowDays = max(0, repeatWindowDays)
+        self.sweepInterval = sweepInterval
         self.catalogTTL = catalogTTL
     }
 }

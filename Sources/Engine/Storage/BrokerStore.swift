@@ -23,6 +23,8 @@ public protocol BrokerStore: Sendable {
 
     // MARK: Users
     func createUser(_ user: NewUser) async throws -> User
+    /// Creates many users in one transaction (bulk onboarding): all or none.
+    func createUsers(_ users: [NewUser]) async throws -> [User]
     func user(tenant: TenantID, username: String) async throws -> User?
     func user(tenant: TenantID, id: UserID) async throws -> User?
     func users(tenant: TenantID) async throws -> [User]
@@ -47,6 +49,8 @@ public protocol BrokerStore: Sendable {
     // MARK: Devices
     /// Makes `device.owner` the one owner of the token within its tenant and topic, atomically.
     func registerDevice(_ device: Device) async throws -> DeviceRegistration
+    /// ``registerDevice(_:)`` for many devices in one transaction: all or none.
+    func registerDevices(_ devices: [Device]) async throws -> [DeviceRegistration]
     /// Removes the token if `owner` owns it. Returns whether a row was removed.
     func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool
     func devices(tenant: TenantID, owner: UserID) async throws -> [Device]

@@ -3,38 +3,42 @@ import GRDB
 
 extension SQLiteStore {
     public func registerDevice(_ device: Device) async throws -> DeviceRegistration {
-        try await write { db in
-            // The owner must be a user of the same tenant: a foreign key alone would accept another tenant's user.
-            guard
-                try Bool.fetchOne(
-                    db,
-                    sql: "SELECT 1 FROM users WHERE id = ? AND tenant_id = ?",
-                    arguments: [device.owner.rawValue, device.tenant.rawValue]
-                ) != nil
-            else { throw EngineError(.notFound, "no such user") }
-            let previous = try Int64.fetchOne(
-                db,
-                sql: "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
-                arguments: [device.tenant.rawValue, device.topic, device.token.rawValue]
-            )
-            try db.execute(
-                sql: """
-                    INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
-                        name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at,
-                        quarantined_at = NULL
-                    """,
-                arguments: [
-                    device.tenant.rawValue, device.topic, device.token.rawValue, device.owner.rawValue, device.name,
-                    device.environment.rawValue, device.registeredAt.unixSeconds,
-                ]
-            )
-            switch previous {
-            case nil: return .created
-            case device.owner.rawValue: return .refreshed
-            case let other?: return .moved(from: UserID(other))
-            }
+        try await write { db in try self.upsertDevice(device, db) }
+    }
+
+    public func registerDevices(_ devices: [Device]) async throws -> [DeviceRegistration] {
+        guard !devices.isEmpty else { return [] }
+        return try await write { db in try devices.map { try self.upsertDevice($0, db) } }
+    }
+
+    private func upsertDevice(_ device: Device, _ db: Database) throws -> DeviceRegistration {
+        // The owner must be a user of the same tenant: a foreign key alone would accept another tenant's user.
+        guard
+            try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT 1 FROM users WHERE id = ? AND tenant_id = ?"),
+                arguments: [device.owner.rawValue, device.tenant.rawValue]
+            ) != nil
+        else { throw EngineError(.notFound, "no such user") }
+        let previous = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?"),
+            arguments: [device.tenant.rawValue, device.topic, device.token.rawValue]
+        )
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
+                    name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at,
+                    quarantined_at = NULL
+                """
+        ).execute(arguments: [
+            device.tenant.rawValue, device.topic, device.token.rawValue, device.owner.rawValue, device.name,
+            device.environment.rawValue, device.registeredAt.unixSeconds,
+        ])
+        switch previous {
+        case nil: return .created
+        case device.owner.rawValue: return .refreshed
+        case let other?: return .moved(from: UserID(other))
         }
     }
 

@@ -33,41 +33,48 @@ extension SQLiteStore {
     }
 
     public func createUser(_ new: NewUser) async throws -> User {
-        try await write { db in
+        try await write { db in try self.insertUser(new, db, at: Date()) }
+    }
+
+    public func createUsers(_ users: [NewUser]) async throws -> [User] {
+        guard !users.isEmpty else { return [] }
+        return try await write { db in
             let now = Date()
-            try db.execute(
-                sql: """
-                    INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
-                        delivery_minute, quiet_start, quiet_end, weekdays, created_at, is_admin)
-                    VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    new.tenant.rawValue, new.username, new.passwordHash, new.language,
-                    Self.encodeScores(new.lifeAreas), new.preferences.timeZone,
-                    new.preferences.deliveryTime?.minuteOfDay, new.preferences.quietHours?.start.minuteOfDay,
-                    new.preferences.quietHours?.end.minuteOfDay, new.preferences.weekdays.mask,
-                    now.unixSeconds, new.isAdmin,
-                ]
-            )
-            let id = db.lastInsertedRowID
-            // A fire time of 0 with no date asks the scheduler to plan the row.
-            try db.execute(
-                sql: "INSERT INTO schedules (user_id, tenant_id, fire_at) VALUES (?, ?, 0)",
-                arguments: [id, new.tenant.rawValue]
-            )
-            return User(
-                id: UserID(id),
-                tenant: new.tenant,
-                username: new.username,
-                passwordHash: new.passwordHash,
-                language: new.language,
-                lifeAreas: new.lifeAreas,
-                enabled: true,
-                preferences: new.preferences,
-                isAdmin: new.isAdmin,
-                createdAt: Date(unixSeconds: now.unixSeconds)
-            )
+            return try users.map { try self.insertUser($0, db, at: now) }
         }
+    }
+
+    /// Inserts a user and its row of the due index (a fire time of 0 with no date asks the scheduler to plan it).
+    private func insertUser(_ new: NewUser, _ db: Database, at now: Date) throws -> User {
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
+                    delivery_minute, quiet_start, quiet_end, weekdays, created_at, is_admin)
+                VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+                """
+        )
+        try insert.execute(arguments: [
+            new.tenant.rawValue, new.username, new.passwordHash, new.language,
+            Self.encodeScores(new.lifeAreas), new.preferences.timeZone,
+            new.preferences.deliveryTime?.minuteOfDay, new.preferences.quietHours?.start.minuteOfDay,
+            new.preferences.quietHours?.end.minuteOfDay, new.preferences.weekdays.mask,
+            now.unixSeconds, new.isAdmin,
+        ])
+        let id = db.lastInsertedRowID
+        let schedule = try db.cachedStatement(sql: "INSERT INTO schedules (user_id, tenant_id, fire_at) VALUES (?, ?, 0)")
+        try schedule.execute(arguments: [id, new.tenant.rawValue])
+        return User(
+            id: UserID(id),
+            tenant: new.tenant,
+            username: new.username,
+            passwordHash: new.passwordHash,
+            language: new.language,
+            lifeAreas: new.lifeAreas,
+            enabled: true,
+            preferences: new.preferences,
+            isAdmin: new.isAdmin,
+            createdAt: Date(unixSeconds: now.unixSeconds)
+        )
     }
 
     public func user(tenant: TenantID, username: String) async throws -> User? {

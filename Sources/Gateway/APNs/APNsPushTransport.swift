@@ -51,11 +51,15 @@ public final class APNsPushTransport: PushTransport {
     private let clientConfiguration: @Sendable (APNsEndpoint) -> APNsClientConfiguration
     private let logger: Logger
     private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
+    /// One token cache per signing identity, shared by its pools in both environments.
+    private let tokenCaches = Mutex<[String: ProviderTokenCache]>([:])
+    private let tokenDirectory: String?
 
     public init(
         endpoints: [APNsEnvironment: APNsEndpoint],
         identities: [TenantID: APNsCredential] = [:],
         defaultIdentity: APNsCredential?,
+        tokenDirectory: String? = nil,
         logger: Logger,
         clientConfiguration: @escaping @Sendable (APNsEndpoint) -> APNsClientConfiguration = {
             APNsClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
@@ -64,6 +68,7 @@ public final class APNsPushTransport: PushTransport {
         self.endpoints = endpoints
         self.identities = identities
         self.defaultIdentity = defaultIdentity
+        self.tokenDirectory = tokenDirectory
         self.clientConfiguration = clientConfiguration
         self.logger = logger
     }
@@ -119,7 +124,13 @@ public final class APNsPushTransport: PushTransport {
             var tokens: ProviderTokenCache?
             switch identity {
             case .token(let signing):
-                let cache = ProviderTokenCache(identity: signing)
+                let cache = tokenCaches.withLock { caches in
+                    let id = "\(signing.teamID)/\(signing.keyID)"
+                    if let shared = caches[id], shared.identity == signing { return shared }
+                    let cache = ProviderTokenCache(identity: signing, directory: tokenDirectory)
+                    caches[id] = cache
+                    return cache
+                }
                 tokens = cache
                 client = APNsClient(
                     configuration: clientConfiguration(endpoint),

@@ -95,15 +95,20 @@ public final class ProviderTokenCache: Sendable {
     private let minimumAge: TimeInterval = 20 * 60
     private let now: @Sendable () -> Date
     private let current = Mutex<(token: String, issuedAt: Date)?>(nil)
+    private let file: ProviderTokenFile?
 
+    /// - Parameter directory: where the current token is kept across restarts (see ``ProviderTokenFile``);
+    ///   nil keeps it in memory only.
     public init(
         identity: APNsSigningIdentity,
         refreshAfter: Duration = .seconds(45 * 60),
+        directory: String? = nil,
         now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.identity = identity
         self.refreshAfter = TimeInterval(refreshAfter.components.seconds)
         self.now = now
+        self.file = directory.map { ProviderTokenFile(directory: $0, identity: identity) }
     }
 
     /// The token to send now.
@@ -111,6 +116,10 @@ public final class ProviderTokenCache: Sendable {
         let now = self.now()
         if let cached = current.withLock({ $0 }), now.timeIntervalSince(cached.issuedAt) < refreshAfter {
             return cached.token
+        }
+        if let stored = file?.load(for: identity, now: now, maximumAge: refreshAfter) {
+            current.withLock { $0 = stored }
+            return stored.token
         }
         return try issue(at: now)
     }
@@ -131,6 +140,7 @@ public final class ProviderTokenCache: Sendable {
     private func issue(at now: Date) throws -> String {
         let token = try ProviderJWT.sign(identity, issuedAt: now)
         current.withLock { $0 = (token, now) }
+        file?.save(token)
         return token
     }
 }

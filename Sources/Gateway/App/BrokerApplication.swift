@@ -52,6 +52,7 @@ public func buildApplication(
         store: store,
         ledger: ledger,
         registry: registry,
+        tokenDirectory: configuration.dataDirectory,
         logger: logger
     )
     let scheduler = configuration.scheduler.map {

@@ -30,6 +30,7 @@ struct PushStack {
         store: any BrokerStore,
         ledger: DeliveryLedger,
         registry: TokenRegistry,
+        tokenDirectory: String?,
         logger: Logger
     ) async throws -> PushStack {
         let transport: APNsPushTransport
@@ -71,6 +72,7 @@ struct PushStack {
                 endpoints: endpoints,
                 identities: identities,
                 defaultIdentity: defaultIdentity,
+                tokenDirectory: tokenDirectory,
                 logger: logger
             )
         }

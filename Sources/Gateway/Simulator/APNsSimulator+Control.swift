@@ -3,7 +3,8 @@ import NIOCore
 
 extension APNsSimulator {
     /// The control API, on the simulator's own listener:
-    /// - `GET /_simulator/accepted`: `{"accepted": N, "rejected": N, "pushes": [...]}`; `DELETE` clears it;
+    /// - `GET /_simulator/accepted[?offset=N&limit=M]`: `{"accepted": N, "rejected": N, "pushes": [...]}`, the
+    ///   record paged (by default the first 1000); `DELETE` clears it;
     /// - `PUT /_simulator/faults`: a `SimulatorFaults` object (replaces the current one);
     /// - `PUT /_simulator/tokens/{token}`: `{"state": "valid" | "unregistered" | "otherTopic" | "otherEnvironment",
     ///   "since": <epoch seconds>}`;
@@ -11,7 +12,12 @@ extension APNsSimulator {
     /// - `POST /_simulator/goaway`: `{"reason": "Shutdown"}` on every connection.
     func handleControl(_ request: HTTP2ServerRequest) {
         let message = request.message
-        let path = message[":path"] ?? ""
+        let target = message[":path"] ?? ""
+        let path = String(target.prefix { $0 != "?" })
+        let query = URLComponents(string: target)?.queryItems ?? []
+        func parameter(_ name: String, _ fallback: Int) -> Int {
+            query.first { $0.name == name }?.value.flatMap(Int.init) ?? fallback
+        }
         let method = message[":method"] ?? ""
         let body = Data(message.body.readableBytesView)
         let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
@@ -36,8 +42,14 @@ extension APNsSimulator {
                 var rejected: Int
                 var pushes: [AcceptedPush]
             }
-            let (listing) = state.withLock {
-                Listing(accepted: $0.acceptedCount, rejected: $0.rejectedCount, pushes: $0.accepted)
+            let offset = max(0, parameter("offset", 0))
+            let limit = min(max(0, parameter("limit", 1000)), 1000)
+            let listing = state.withLock {
+                Listing(
+                    accepted: $0.acceptedCount,
+                    rejected: $0.rejectedCount,
+                    pushes: Array($0.accepted.dropFirst(offset).prefix(limit))
+                )
             }
             json(200, listing)
         case ("DELETE", "/_simulator/accepted"):

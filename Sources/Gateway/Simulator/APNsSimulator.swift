@@ -129,6 +129,9 @@ public final class APNsSimulator: Sendable {
         return server.port
     }
 
+    /// The bound port while running.
+    public var listeningPort: Int? { server.withLock { $0?.port } }
+
     public func stop() async {
         let server = self.server.withLock { server in
             defer { server = nil }
