@@ -150,7 +150,13 @@ struct SchedulerTests {
         try await scheduler.tick(now: reminder.fireAt)
         #expect(scheduler.statistics.remindersFired == 1)
         // (The first ticks also planned and delivered the new users' daily impulse: 07:00Z in Berlin.)
-        let items = try await f.store.deliveredImpulses(tenant: f.acme, user: f.a.id, after: nil, before: nil, limit: 10)
+        let items = try await f.store.deliveredImpulses(
+            tenant: f.acme,
+            user: f.a.id,
+            after: nil,
+            before: nil,
+            limit: 10
+        )
         let reminded = items.filter { $0.delivery.kind == .reminder }
         #expect(reminded.count == 1)
         #expect(reminded.first?.impulse.id == (try ImpulseID("one")))

@@ -13,7 +13,9 @@ import Testing
 struct CrashRecoveryTests {
     static let users = 10_000
 
-    @Test("SIGKILL during a 10,000-user dispatch, then restart: one entry per user for the day, all pushed, same collapse id")
+    @Test(
+        "SIGKILL during a 10,000-user dispatch, then restart: one entry per user for the day, all pushed, same collapse id"
+    )
     func killDuringDispatch() async throws {
         let data = TestBroker.temporaryDirectory()
         let key = P256.Signing.PrivateKey()
@@ -21,7 +23,8 @@ struct CrashRecoveryTests {
         // Few streams and a small delay per answer make the burst last seconds, so the kill lands inside it.
         let simulator = try RunningBroker([
             "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
-            "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--max-streams", "16", "--log-level", "error",
+            "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--max-streams", "16", "--log-level",
+            "error",
         ])
         defer { _ = simulator.stop() }
         let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
@@ -58,7 +61,9 @@ struct CrashRecoveryTests {
         // First run: killed once a good part of the burst is through, but not all of it.
         let first = try RunningBroker(["serve", "--config", data + "/broker.json"])
         let started = try await eventually(seconds: 120) {
-            try await database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL") ?? 0 } >= 1500
+            try await database.read {
+                try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL") ?? 0
+            } >= 1500
         }
         kill(first.process.processIdentifier, SIGKILL)
         first.process.waitUntilExit()
@@ -76,7 +81,10 @@ struct CrashRecoveryTests {
         let second = try RunningBroker(["serve", "--config", data + "/broker.json"])
         let finished = try await eventually(seconds: 180) {
             try await database.read {
-                try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries WHERE kind = 'scheduled' AND pushed_at IS NOT NULL") ?? 0
+                try Int.fetchOne(
+                    $0,
+                    sql: "SELECT COUNT(*) FROM deliveries WHERE kind = 'scheduled' AND pushed_at IS NOT NULL"
+                ) ?? 0
             } == Self.users
         }
         #expect(finished, "\(second.output.suffix(2000))")
@@ -130,12 +138,52 @@ struct CrashRecoveryTests {
         await control.close()
     }
 
-    /// A tenant whose 10,000 users are all due now (UTC, this minute), each with one device; returns tokens by user.
-    func seed(directory: String) async throws -> [Int64: String] {
+    @Test("SIGTERM while APNs is unreachable: the broker exits cleanly and every unpushed delivery stays unsettled")
+    func gracefulShutdownWithAPNsDown() async throws {
+        let data = TestBroker.temporaryDirectory()
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        // Nothing listens on port 1: every connect fails, and pushes wait in the APNs client's backoff.
+        let config = """
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0,
+             "shutdownGraceSeconds": 30,
+             "apns": {"mode": "external", "production": "127.0.0.1:1", "serverHostname": "localhost",
+                      "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
+            """
+        try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
+        _ = try await seed(directory: data + "/broker", users: 500)
+        let database = try DatabaseQueue(path: data + "/broker/broker.sqlite")
+        let broker = try RunningBroker(["serve", "--config", data + "/broker.json"])
+        let assigned = try await eventually(seconds: 60) {
+            try await database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries") ?? 0 } == 500
+        }
+        #expect(assigned, "\(broker.output)")
+        // Stop once the client has failed for a while (backoffs of seconds, pushes waiting for a connection).
+        #expect(try await eventually(seconds: 60) { broker.output.contains("apns.backoff_ms=12000") })
+        #expect(broker.stop() == 0, "\(broker.output.suffix(3000))")  // a fatal error would be signal 4
+        let row = try #require(
+            try await database.read {
+                try Row.fetchOne(
+                    $0,
+                    sql: "SELECT COUNT(pushed_at) AS pushed, SUM(settled_at IS NULL) AS open FROM deliveries"
+                )
+            }
+        )
+        #expect(row["pushed"] as Int? == 0)
+        #expect(row["open"] as Int? == 500)  // handed back: the next start pushes them
+    }
+
+    /// A tenant whose users are all due now (UTC, this minute), each with one device; returns tokens by user.
+    func seed(directory: String, users: Int = CrashRecoveryTests.users) async throws -> [Int64: String] {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let store = try await SQLiteStore(configuration: .init(path: directory + "/broker.sqlite"), logger: TestBroker.logger)
+        let store = try await SQLiteStore(
+            configuration: .init(path: directory + "/broker.sqlite"),
+            logger: TestBroker.logger
+        )
         let acme = try TenantID("acme")
-        try await store.createTenant(try Tenant(id: acme, name: "Acme", defaultTimeZone: "UTC", apnsTopic: "com.acme.impulse"))
+        try await store.createTenant(
+            try Tenant(id: acme, name: "Acme", defaultTimeZone: "UTC", apnsTopic: "com.acme.impulse")
+        )
         _ = try await store.importImpulses(
             try ["breathe", "walk", "sleep", "call", "budget", "water"].map { try Fixture.impulse(acme, $0) },
             tenant: acme
@@ -143,7 +191,7 @@ struct CrashRecoveryTests {
         let now = Calendar(identifier: .gregorian).dateComponents(in: .gmt, from: Date())
         let minute = try LocalTime(hour: now.hour ?? 0, minute: now.minute ?? 0)
         let created = try await store.createUsers(
-            try (1...Self.users).map {
+            try (1...users).map {
                 try NewUser(
                     tenant: acme,
                     username: "user\($0)",

@@ -67,12 +67,16 @@ struct ReminderAPITests {
             let reminders = try #require(list.json["reminders"] as? [[String: Any]])
             #expect(reminders.count == 1)
             // Bob cannot see or delete alice's reminder.
-            #expect((try await broker.send(.GET, "/v1/reminders", user: "bob").json["reminders"] as? [Any])?.isEmpty == true)
+            #expect(
+                (try await broker.send(.GET, "/v1/reminders", user: "bob").json["reminders"] as? [Any])?.isEmpty == true
+            )
             let id = try #require(reminders.first?["id"] as? Int)
             #expect(try await broker.send(.DELETE, "/v1/reminders/\(id)", user: "bob").status == 404)
             #expect(try await broker.send(.DELETE, "/v1/reminders/\(id)").status == 204)
             #expect(try await broker.send(.DELETE, "/v1/reminders/\(id)").status == 404)
-            for _ in 0..<20 { #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(soon)"}"#).status == 201) }
+            for _ in 0..<20 {
+                #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(soon)"}"#).status == 201)
+            }
             #expect(try await post("/v1/impulses/acme-1", #"{"remindAt": "\#(soon)"}"#).status == 409)
         }
     }

@@ -243,6 +243,8 @@ public actor PushGateway {
             } else if !requeued && !deferred {
                 try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
             }
+        } catch is CancellationError {
+            // Shutting down: the delivery stays unsettled and is pushed at the next start.
         } catch {
             logger.error(
                 "push failed",

@@ -44,6 +44,8 @@ public actor Scheduler {
     public func run() async {
         do {
             _ = try await requeueUnsettled(now: Date())
+        } catch is CancellationError {
+            return
         } catch {
             logger.error("cannot read unpushed deliveries", metadata: ["error": "\(error)"])
         }

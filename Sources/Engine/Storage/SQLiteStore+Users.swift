@@ -61,7 +61,9 @@ extension SQLiteStore {
             now.unixSeconds, new.isAdmin,
         ])
         let id = db.lastInsertedRowID
-        let schedule = try db.cachedStatement(sql: "INSERT INTO schedules (user_id, tenant_id, fire_at) VALUES (?, ?, 0)")
+        let schedule = try db.cachedStatement(
+            sql: "INSERT INTO schedules (user_id, tenant_id, fire_at) VALUES (?, ?, 0)"
+        )
         try schedule.execute(arguments: [id, new.tenant.rawValue])
         return User(
             id: UserID(id),

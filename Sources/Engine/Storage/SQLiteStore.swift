@@ -52,6 +52,8 @@ public final class SQLiteStore: BrokerStore {
             return try await pool.write(updates)
         } catch let error as EngineError {
             throw error
+        } catch let error as CancellationError {
+            throw error
         } catch {
             throw translate(error)
         }
@@ -61,6 +63,8 @@ public final class SQLiteStore: BrokerStore {
         do {
             return try await pool.read(value)
         } catch let error as EngineError {
+            throw error
+        } catch let error as CancellationError {
             throw error
         } catch {
             throw translate(error)

@@ -208,7 +208,12 @@ public actor APNsClient {
             guard waiters.count < configuration.maximumWaiting else {
                 return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))
             }
-            await withCheckedContinuation { waiters.append($0) }
+            // Woken by a finished push, a failed connect, or the caller's cancellation (then all wake and re-check).
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { waiters.append($0) }
+            } onCancel: {
+                Task { await self.wakeWaiters() }
+            }
         }
         return .failure(AcquireFailure("cancelled"))
     }
@@ -240,6 +245,10 @@ public actor APNsClient {
             if accepted { pool[id]?.verified = true }
         }
         if accepted { failures = 0 }
+        wakeWaiters()
+    }
+
+    private func wakeWaiters() {
         let woken = waiters
         waiters.removeAll()
         for waiter in woken { waiter.resume() }
@@ -285,6 +294,8 @@ public actor APNsClient {
                 configuration.maximumReconnectBackoff
             )
             nextConnectAt = .now + pause * Double.random(in: 0.5...1.5)
+            // Callers waiting for this connection would otherwise wait for a push that never comes.
+            wakeWaiters()
             logger.warning(
                 "cannot connect to APNs; backing off",
                 metadata: [

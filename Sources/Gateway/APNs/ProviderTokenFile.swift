@@ -15,7 +15,11 @@ struct ProviderTokenFile: Sendable {
     }
 
     /// The stored token if it was signed by this identity's key and is younger than `maximumAge`.
-    func load(for identity: APNsSigningIdentity, now: Date, maximumAge: TimeInterval) -> (token: String, issuedAt: Date)? {
+    func load(
+        for identity: APNsSigningIdentity,
+        now: Date,
+        maximumAge: TimeInterval
+    ) -> (token: String, issuedAt: Date)? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard
@@ -30,12 +34,17 @@ struct ProviderTokenFile: Sendable {
     /// Best effort: a token that cannot be saved is still used; only a restart pays for it.
     func save(_ token: String) {
         let temporary = path + ".tmp"
-        guard FileManager.default.createFile(
-            atPath: temporary,
-            contents: Data(token.utf8),
-            attributes: [.posixPermissions: 0o600]
-        ) else { return }
-        _ = try? FileManager.default.replaceItemAt(URL(fileURLWithPath: path), withItemAt: URL(fileURLWithPath: temporary))
+        guard
+            FileManager.default.createFile(
+                atPath: temporary,
+                contents: Data(token.utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
+        else { return }
+        _ = try? FileManager.default.replaceItemAt(
+            URL(fileURLWithPath: path),
+            withItemAt: URL(fileURLWithPath: temporary)
+        )
         if FileManager.default.fileExists(atPath: temporary) { rename(temporary, path) }
     }
 }

@@ -60,8 +60,7 @@ extension RESTAPI {
         return try Representation.response(ReminderList(reminders: reminders.map(ReminderView.init)), for: request)
     }
 
-    func deleteReminder(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response
-    {
+    func deleteReminder(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
         guard let id = context.parameters.get("reminder").flatMap(Int64.init),
             try await store.deleteReminder(tenant: caller.tenant.id, user: caller.user.id, id: id)
         else { throw Problem(.notFound, "not-found", "no such reminder") }
