@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -190,5 +191,57 @@ struct SchedulerTests {
         #expect(try await scheduled(f, f.a).isEmpty)
         #expect(try await f.store.setEnabled(tenant: f.acme, username: "a", enabled: true))
         #expect(try await f.store.dueSchedules(notAfter: later, limit: 100).contains { $0.user == f.a.id })
+    }
+}
+
+/// The scheduler's cost follows what is due: its queries are index searches, checked on SQLite's own plan.
+@Suite("Due index")
+struct DueIndexTests {
+    @Test("Due rows and unsettled deliveries are read through their indexes, never by scanning users or deliveries")
+    func queryPlans() async throws {
+        let f = try await StoreFixture.make()
+        func plan(_ sql: String) async throws -> String {
+            try await f.store.read { db in
+                let placeholders = sql.filter { $0 == "?" }.count
+                return try Row.fetchAll(
+                    db,
+                    sql: "EXPLAIN QUERY PLAN " + sql,
+                    arguments: StatementArguments(Array(repeating: 0, count: placeholders))
+                )
+                    .map { $0["detail"] as String }.joined(separator: "; ")
+            }
+        }
+        let due = try await plan(SQLiteStore.dueSchedulesSQL)
+        #expect(due.contains("USING INDEX schedules_due"), "\(due)")
+        #expect(!due.contains("SCAN"), "\(due)")
+        let unsettled = try await plan(SQLiteStore.unsettledSQL)
+        #expect(unsettled.contains("deliveries_unsettled"), "\(unsettled)")
+        // Only due rows come back, however many users there are: 300 users at 08:00 UTC, three at 08:00 Berlin.
+        let many = try await f.store.createUsers(
+            try (1...300).map {
+                try NewUser(
+                    tenant: f.acme,
+                    username: "u\($0)",
+                    passwordHash: "x",
+                    preferences: DeliveryPreferences(timeZone: "UTC")
+                )
+            }
+        )
+        let scheduler = Scheduler(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            gateway: nil,
+            configuration: .init(batchSize: 1000, spreadWindow: .zero),
+            logger: StoreFixture.logger
+        )
+        let early = try #require(ISO8601DateFormatter().date(from: "2026-11-23T05:00:00Z"))
+        try await scheduler.tick(now: early)  // plans every new row
+        #expect(scheduler.statistics.planned == 303)
+        #expect(try await f.store.dueSchedules(notAfter: early, limit: 1000).isEmpty)
+        let berlin = try await f.store.dueSchedules(notAfter: early.addingTimeInterval(2.5 * 3600), limit: 1000)
+        #expect(Set(berlin.map(\.user)) == [f.a.id, f.b.id, f.globexA.id])
+        let all = try await f.store.dueSchedules(notAfter: early.addingTimeInterval(3 * 3600), limit: 1000)
+        #expect(all.count == 303)
+        #expect(Set(all.map(\.user)).isSuperset(of: many.map(\.id)))
     }
 }

@@ -6,12 +6,7 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchAll(
                 db,
-                sql: """
-                    SELECT s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
-                        u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
-                    FROM schedules s JOIN users u ON u.id = s.user_id
-                    WHERE s.fire_at IS NOT NULL AND s.fire_at <= ? ORDER BY s.fire_at LIMIT ?
-                    """,
+                sql: Self.dueSchedulesSQL,
                 arguments: [now.unixSeconds, max(0, limit)]
             ).map(Self.scheduleEntry(from:))
         }
@@ -112,10 +107,7 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchAll(
                 db,
-                sql: """
-                    SELECT * FROM deliveries WHERE settled_at IS NULL AND id > ? AND assigned_at >= ?
-                    ORDER BY id LIMIT ?
-                    """,
+                sql: Self.unsettledSQL,
                 arguments: [after?.rawValue ?? 0, assignedAfter.unixSeconds, max(0, limit)]
             ).map(Self.delivery(from:))
         }
@@ -210,6 +202,19 @@ extension SQLiteStore {
             return recorded
         }
     }
+
+    /// The due rows: a range search on the `schedules_due` index, never a scan of the users.
+    static let dueSchedulesSQL = """
+        SELECT s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
+            u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
+        FROM schedules s JOIN users u ON u.id = s.user_id
+        WHERE s.fire_at IS NOT NULL AND s.fire_at <= ? ORDER BY s.fire_at LIMIT ?
+        """
+
+    /// Unsettled deliveries, through the partial index that holds only them.
+    static let unsettledSQL = """
+        SELECT * FROM deliveries WHERE settled_at IS NULL AND id > ? AND assigned_at >= ? ORDER BY id LIMIT ?
+        """
 
     static func scheduleEntry(from row: Row) throws -> ScheduleEntry {
         let localDate: String? = row["local_date"]
