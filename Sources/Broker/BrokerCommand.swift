@@ -49,11 +49,13 @@ struct Serve: AsyncParsableCommand {
         if let defaultTenant { environment["BROKER_DEFAULT_TENANT"] = defaultTenant }
         let settings = try BrokerSettings(options: common, environment: environment)
         let logger = bootstrapLogging(settings.logLevel)
-        let store = try await settings.openStore(logger: logger)
+        let metrics = MetricsSetup()
+        let store = try await settings.openStore(logger: logger, metrics: metrics.metrics)
         let app = try await buildApplication(
             configuration: settings.serverConfiguration(),
             store: store,
             logger: logger,
+            metrics: metrics,
             gracefulShutdownSignals: [.sigterm, .sigint]
         ) { listener, port in
             logger.notice("listening", metadata: ["listener": "\(listener)", "port": "\(port)"])

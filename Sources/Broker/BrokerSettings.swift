@@ -37,6 +37,8 @@ struct ConfigFile: Decodable {
     var spreadSeconds: Int?
     var repeatDays: Int?
     var shutdownGraceSeconds: Int?
+    var adminListen: String?
+    var adminToken: String?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -57,6 +59,7 @@ struct BrokerSettings {
     var apns: APNsSetup
     var scheduler: SchedulerConfiguration?
     var shutdownGraceSeconds: Int
+    var admin: AdminConfiguration?
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -131,6 +134,19 @@ struct BrokerSettings {
         } else {
             scheduler = nil
         }
+        let adminListen = pick(nil, "BROKER_ADMIN_LISTEN", file.adminListen) ?? "127.0.0.1:9090"
+        if adminListen == "off" {
+            admin = nil
+        } else {
+            do {
+                admin = AdminConfiguration(
+                    listen: try ListenAddress(parsing: adminListen),
+                    token: pick(nil, "BROKER_ADMIN_TOKEN", file.adminToken)
+                )
+            } catch {
+                throw ValidationError("adminListen: \(error.message)")
+            }
+        }
         shutdownGraceSeconds = try number("BROKER_SHUTDOWN_GRACE_SECONDS", file.shutdownGraceSeconds, 20, 1...600)
         let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
         apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)
@@ -153,15 +169,16 @@ struct BrokerSettings {
                 mediaDirectory: dataDirectory + "/media"
             ),
             apns: apns,
-            scheduler: scheduler
+            scheduler: scheduler,
+            admin: admin
         )
     }
 
     /// Opens the store, creating the data directory on first use.
-    func openStore(logger: Logger) async throws -> SQLiteStore {
+    func openStore(logger: Logger, metrics: BrokerMetrics = .disabled) async throws -> SQLiteStore {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dataDirectory + "/media", withIntermediateDirectories: true)
-        return try await SQLiteStore(configuration: .init(path: databasePath), logger: logger)
+        return try await SQLiteStore(configuration: .init(path: databasePath), logger: logger, metrics: metrics)
     }
 }
 

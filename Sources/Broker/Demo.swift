@@ -49,15 +49,24 @@ struct Demo: AsyncParsableCommand {
         if environment["BROKER_SPREAD_SECONDS"] == nil { environment["BROKER_SPREAD_SECONDS"] = "30" }
         let settings = try BrokerSettings(options: common, environment: environment)
         let logger = bootstrapLogging(settings.logLevel)
-        let store = try await settings.openStore(logger: logger)
+        let metrics = MetricsSetup()
+        let store = try await settings.openStore(logger: logger, metrics: metrics.metrics)
         let seeded = try await seed(store, settings: settings)
         let app = try await buildApplication(
             configuration: settings.serverConfiguration(),
             store: store,
             logger: logger,
+            metrics: metrics,
             gracefulShutdownSignals: [.sigterm, .sigint]
-        ) { _, port in
-            Self.write(banner(port: port, settings: settings, seeded: seeded))
+        ) { listener, port in
+            switch listener {
+            case .https: Self.write(banner(port: port, settings: settings, seeded: seeded))
+            case .admin:
+                Self.write(
+                    "Metrics: curl http://127.0.0.1:\(port)/metrics · live state: curl http://127.0.0.1:\(port)/inspect\n"
+                )
+            case .plain: break
+            }
         }
         let progress = Task { await Self.showProgress(app, users: seeded.total) }
         defer { progress.cancel() }

@@ -208,7 +208,7 @@ struct DueIndexTests {
                     sql: "EXPLAIN QUERY PLAN " + sql,
                     arguments: StatementArguments(Array(repeating: 0, count: placeholders))
                 )
-                    .map { $0["detail"] as String }.joined(separator: "; ")
+                .map { $0["detail"] as String }.joined(separator: "; ")
             }
         }
         let due = try await plan(SQLiteStore.dueSchedulesSQL)

@@ -166,7 +166,7 @@ struct BrokerProcessTests {
         for run in 0..<2 {
             let demo = try RunningBroker(
                 ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error", "--users", "20"],
-                environment: ["BROKER_SPREAD_SECONDS": "0"]
+                environment: ["BROKER_SPREAD_SECONDS": "0", "BROKER_ADMIN_LISTEN": "127.0.0.1:0"]
             )
             let port = try #require(try await demo.port(matching: /https:\/\/localhost:(\d+)/), "\(demo.output)")
             // anna's delivery time is the minute the demo was first started: her impulse arrives at once.

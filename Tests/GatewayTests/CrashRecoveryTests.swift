@@ -49,7 +49,7 @@ struct CrashRecoveryTests {
         #expect(try await call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 3}"#).status == 204)
 
         let config = """
-            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0,
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0,
              "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
                       "trustRoots": "\(data)/sim/tls/self-signed.crt",
                       "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
@@ -145,7 +145,7 @@ struct CrashRecoveryTests {
         try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
         // Nothing listens on port 1: every connect fails, and pushes wait in the APNs client's backoff.
         let config = """
-            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0,
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0,
              "shutdownGraceSeconds": 30,
              "apns": {"mode": "external", "production": "127.0.0.1:1", "serverHostname": "localhost",
                       "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}

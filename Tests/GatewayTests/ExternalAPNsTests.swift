@@ -20,7 +20,8 @@ struct ExternalAPNsTests {
         ])
         let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
         let config = """
-            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "defaultTenant": "acme", "logLevel": "notice",
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0",
+             "defaultTenant": "acme", "logLevel": "notice",
              "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
                       "trustRoots": "\(data)/sim/tls/self-signed.crt",
                       "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}

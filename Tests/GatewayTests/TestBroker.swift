@@ -102,6 +102,7 @@ struct TestBroker: Sendable {
     let application: BrokerApplication
     let httpsPort: Int
     let plainPort: Int?
+    let adminPort: Int?
     let client: HTTPClient
     let clientConfiguration: HTTPClient.Configuration
 
@@ -126,6 +127,7 @@ struct TestBroker: Sendable {
         maxBodySize: Int = 64 * 1024,
         logger: Logger = TestBroker.logger,
         scheduler: SchedulerConfiguration? = nil,
+        adminToken: String? = nil,
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -140,7 +142,8 @@ struct TestBroker: Sendable {
             changeFeedInterval: .milliseconds(20),
             rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media"),
             // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
-            scheduler: scheduler
+            scheduler: scheduler,
+            admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }
         )
         let application = try await buildApplication(configuration: configuration, store: store, logger: logger) {
             continuation.yield(($0, $1))
@@ -150,7 +153,7 @@ struct TestBroker: Sendable {
             var bound: [Listener: Int] = [:]
             for await (listener, port) in ports {
                 bound[listener] = port
-                if bound.count == (plain ? 2 : 1) { break }
+                if bound.count == 1 + (plain ? 1 : 0) + (adminToken == nil ? 0 : 1) { break }
             }
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .file(directory + "/tls/self-signed.crt")
@@ -163,6 +166,7 @@ struct TestBroker: Sendable {
                 application: application,
                 httpsPort: bound[.https] ?? 0,
                 plainPort: bound[.plain],
+                adminPort: bound[.admin],
                 client: client,
                 clientConfiguration: clientConfiguration
             )

@@ -24,6 +24,9 @@ public struct Delivery: Sendable, Equatable {
     public var apnsID: String?
     public var fetchedAt: Date?
     public var readAt: Date?
+    /// When the delivery became due (the scheduled fire time or the reminder's time); in memory only, for the
+    /// dispatch-lag metric. Nil for deliveries read back from the store.
+    public var dueAt: Date?
 
     public init(
         id: DeliveryID,

@@ -14,10 +14,16 @@ public struct LedgerPage: Sendable {
 public final class DeliveryLedger: Sendable {
     private let store: any BrokerStore
     private let shards: [LedgerShard]
+    private let metrics: BrokerMetrics
 
-    public init(store: any BrokerStore, configuration: LedgerConfiguration = .init()) {
+    public init(
+        store: any BrokerStore,
+        configuration: LedgerConfiguration = .init(),
+        metrics: BrokerMetrics = .disabled
+    ) {
         self.store = store
-        let writer = MarkWriter(store: store)
+        self.metrics = metrics
+        let writer = MarkWriter(store: store, metrics: metrics)
         self.shards = (0..<configuration.shardCount).map { _ in
             LedgerShard(store: store, writer: writer, configuration: configuration)
         }
@@ -44,6 +50,7 @@ public final class DeliveryLedger: Sendable {
     }
 
     private func noteRecorded(_ recorded: [Delivery]) async throws -> [Delivery] {
+        metrics.ledgerWrites("assigned", count: recorded.count)
         for (user, rows) in Dictionary(grouping: recorded, by: \.user) {
             try await shard(user).recorded(rows, user: user)
         }

@@ -7,12 +7,14 @@
 actor MarkWriter {
     private let store: any BrokerStore
     private let maximumBatch: Int
+    private let metrics: BrokerMetrics
     private var pending: [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>)] = []
     private var flushing = false
 
-    init(store: any BrokerStore, maximumBatch: Int = 2048) {
+    init(store: any BrokerStore, maximumBatch: Int = 2048, metrics: BrokerMetrics = .disabled) {
         self.store = store
         self.maximumBatch = maximumBatch
+        self.metrics = metrics
     }
 
     func write(_ marks: [DeliveryMark]) async throws {
@@ -37,12 +39,27 @@ actor MarkWriter {
                 count += next.marks.count
             }
             do {
-                try await store.applyMarks(batch.flatMap(\.marks))
+                let marks = batch.flatMap(\.marks)
+                try await store.applyMarks(marks)
+                for (kind, group) in Dictionary(grouping: marks, by: { $0.kind.metricLabel }) {
+                    metrics.ledgerWrites(kind, count: group.count)
+                }
                 for entry in batch { entry.continuation.resume() }
             } catch {
                 for entry in batch { entry.continuation.resume(throwing: error) }
             }
         }
         flushing = false
+    }
+}
+
+extension DeliveryMark.Kind {
+    var metricLabel: String {
+        switch self {
+        case .fetched: "fetched"
+        case .read: "read"
+        case .pushed: "pushed"
+        case .settled: "settled"
+        }
     }
 }

@@ -45,6 +45,7 @@ public actor PushGateway {
     private let transport: any PushTransport
     private let configuration: PushGatewayConfiguration
     private let logger: Logger
+    private let metrics: BrokerMetrics
 
     private var queues: [TenantID: Deque<Delivery>] = [:]
     private var rotation: Deque<TenantID> = []
@@ -64,7 +65,8 @@ public actor PushGateway {
         registry: TokenRegistry,
         transport: any PushTransport,
         configuration: PushGatewayConfiguration = .init(),
-        logger: Logger
+        logger: Logger,
+        metrics: BrokerMetrics = .disabled
     ) {
         self.store = store
         self.ledger = ledger
@@ -72,6 +74,7 @@ public actor PushGateway {
         self.transport = transport
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// Queues a delivery's push, suspending while the tenant's queue is full. Returns false when it was not
@@ -234,6 +237,9 @@ public actor PushGateway {
                 }
             }
             if let acceptedID {
+                if let dueAt = delivery.dueAt {
+                    metrics.dispatchLag(tenant: tenantID, seconds: Date().timeIntervalSince(dueAt))
+                }
                 try await ledger.markPushed(
                     tenant: tenantID,
                     user: delivery.user,
@@ -271,7 +277,9 @@ public actor PushGateway {
         var attempt = 0
         while true {
             attempt += 1
+            let started = ContinuousClock.now
             let result = await transport.send(push)
+            metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
             let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
             var metadata: Logger.Metadata = [
                 "tenant.id": "\(tenant.id)", "delivery.id": "\(push.delivery)", "device.token": "\(push.device.token)",

@@ -8,10 +8,12 @@ import Logging
 public actor TokenRegistry {
     private let store: any BrokerStore
     private let logger: Logger
+    private let metrics: BrokerMetrics
 
-    public init(store: any BrokerStore, logger: Logger) {
+    public init(store: any BrokerStore, logger: Logger, metrics: BrokerMetrics = .disabled) {
         self.store = store
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// Makes `user` the one owner of `token` and refreshes its registration time.
@@ -37,11 +39,13 @@ public actor TokenRegistry {
         var metadata: Logger.Metadata = ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]
         switch outcome {
         case .created:
+            metrics.token("registered", tenant: tenant.id)
             logger.info("device registered", metadata: metadata)
         case .refreshed:
             logger.debug("device registration refreshed", metadata: metadata)
         case .moved(let previous):
             metadata["device.previous_owner"] = "\(previous)"
+            metrics.token("moved", tenant: tenant.id)
             logger.info("device moved to a new owner", metadata: metadata)
         }
         return outcome
@@ -57,6 +61,7 @@ public actor TokenRegistry {
             owner: user
         )
         if removed {
+            metrics.token("unregistered", tenant: tenant.id)
             logger.info(
                 "device unregistered",
                 metadata: ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]
@@ -74,6 +79,7 @@ public actor TokenRegistry {
     /// APNs called the token malformed or of the other environment: no pushes until it is registered again.
     public func quarantine(tenant: Tenant, token: DeviceToken, at now: Date = Date()) async throws {
         if try await store.quarantineDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token, at: now) {
+            metrics.token("quarantined", tenant: tenant.id)
             logger.notice(
                 "device token quarantined",
                 metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
@@ -84,6 +90,7 @@ public actor TokenRegistry {
     /// APNs says the token belongs to another app.
     public func remove(tenant: Tenant, token: DeviceToken) async throws {
         if try await store.removeDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token) {
+            metrics.token("removed", tenant: tenant.id)
             logger.notice(
                 "device token removed: not for this topic",
                 metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
@@ -101,6 +108,7 @@ public actor TokenRegistry {
             token: token,
             registeredBefore: since
         )
+        if removed { metrics.token("removed", tenant: tenant.id) }
         logger.notice(
             removed
                 ? "device token removed: unregistered at APNs" : "device token kept: registered after APNs' verdict",

@@ -18,6 +18,7 @@ public actor Scheduler {
     private let planner: DispatchPlanner
     private let selector = ImpulseSelector()
     private let logger: Logger
+    private let metrics: BrokerMetrics
     private let counters = Mutex(SchedulerStatistics())
     private var tenants: [TenantID: (tenant: Tenant, catalog: CatalogIndex, loadedAt: ContinuousClock.Instant)] = [:]
 
@@ -26,7 +27,8 @@ public actor Scheduler {
         ledger: DeliveryLedger,
         gateway: PushGateway?,
         configuration: SchedulerConfiguration = .init(),
-        logger: Logger
+        logger: Logger,
+        metrics: BrokerMetrics = .disabled
     ) {
         self.store = store
         self.ledger = ledger
@@ -34,6 +36,7 @@ public actor Scheduler {
         self.configuration = configuration
         self.planner = DispatchPlanner(staleness: configuration.staleness, spreadWindow: configuration.spreadWindow)
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// What the scheduler did so far; readable at any time without waiting for the actor.
@@ -85,8 +88,14 @@ public actor Scheduler {
         let reminders = try await store.dueReminders(notAfter: now, limit: configuration.batchSize)
         if !due.isEmpty { try await dispatch(due, now: now) }
         if !reminders.isEmpty {
-            let recorded = try await ledger.fire(reminders, at: now)
+            let due = Dictionary(reminders.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
+            let recorded = try await ledger.fire(reminders, at: now).map { delivery in
+                var delivery = delivery
+                delivery.dueAt = due[delivery.user]
+                return delivery
+            }
             counters.withLock { $0.remindersFired += recorded.count }
+            metrics.dispatched("reminder", count: recorded.count)
             try await push(recorded)
         }
         return max(due.count, reminders.count)
@@ -108,11 +117,21 @@ public actor Scheduler {
             let queued = try await push(page.filter { $0.assignedAt <= settled })
             total += queued
             counters.withLock { $0.requeued += queued }
+            metrics.dispatched("requeued", count: queued)
         }
         if total > 0 {
             logger.notice("pushing deliveries a previous run left unpushed", metadata: ["count": "\(total)"])
         }
         return total
+    }
+
+    /// When the earliest row or reminder is due, and how late the scheduler is (how long the oldest due row has
+    /// waited), for inspection.
+    public func lag(now: Date = Date()) async throws -> (nextDue: Date?, lagSeconds: Double) {
+        let next = try await store.nextFireTime()
+        // A row at fire time 0 only asks to be planned: it is not late.
+        guard let next, next.timeIntervalSince1970 > 0 else { return (next, 0) }
+        return (next, max(0, now.timeIntervalSince(next)))
     }
 
     /// Forgets a tenant's cached catalog (it changed).
@@ -227,11 +246,20 @@ public actor Scheduler {
                 )
             }
         }
-        let recorded = try await ledger.commit(updates)
+        let dueAt = Dictionary(due.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
+        let recorded = try await ledger.commit(updates).map { delivery in
+            var delivery = delivery
+            delivery.dueAt = dueAt[delivery.user]
+            return delivery
+        }
         let attempted = updates.filter { $0.delivery != nil }.count
         statistics.assigned = recorded.count
         statistics.alreadyAssigned = attempted - recorded.count
         counters.withLock { $0.add(statistics) }
+        metrics.dispatched("assigned", count: statistics.assigned)
+        metrics.dispatched("already_assigned", count: statistics.alreadyAssigned)
+        metrics.dispatched("skipped_stale", count: statistics.skippedStale)
+        metrics.dispatched("skipped_no_impulse", count: statistics.skippedNoImpulse)
         try await push(recorded)
     }
 

@@ -25,10 +25,15 @@ public struct SQLiteStoreConfiguration: Sendable {
 public final class SQLiteStore: BrokerStore {
     let pool: DatabasePool
     let logger: Logger
+    let metrics: BrokerMetrics
     public let nodeID: String
 
     /// Opens (creating if needed) the database and migrates it to the current schema.
-    public init(configuration: SQLiteStoreConfiguration, logger: Logger) async throws {
+    public init(
+        configuration: SQLiteStoreConfiguration,
+        logger: Logger,
+        metrics: BrokerMetrics = .disabled
+    ) async throws {
         var config = Configuration()
         config.label = "broker.sqlite"
         config.busyMode = .timeout(TimeInterval(configuration.busyTimeout.components.seconds))
@@ -42,12 +47,15 @@ public final class SQLiteStore: BrokerStore {
             throw EngineError(.storage, "cannot open database at \(configuration.path): \(Self.describe(error))")
         }
         self.logger = logger
+        self.metrics = metrics
         self.nodeID = UUID().uuidString.lowercased()
         try await Self.migrator.migrate(pool)
     }
 
     /// Runs a write transaction, turning SQLite errors into ``EngineError``s that carry no SQL.
     func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        defer { metrics.storeOperation("write", duration: started.duration(to: .now)) }
         do {
             return try await pool.write(updates)
         } catch let error as EngineError {
@@ -60,6 +68,8 @@ public final class SQLiteStore: BrokerStore {
     }
 
     func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        defer { metrics.storeOperation("read", duration: started.duration(to: .now)) }
         do {
             return try await pool.read(value)
         } catch let error as EngineError {

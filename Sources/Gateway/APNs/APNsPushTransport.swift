@@ -107,6 +107,31 @@ public final class APNsPushTransport: PushTransport {
         }
     }
 
+    /// One pool: whose it is (nil: the default identity's), its environment, and its provider token's age.
+    public struct Pool: Sendable {
+        public var tenant: TenantID?
+        public var environment: APNsEnvironment
+        public var client: APNsClient
+        public var tokenIssuedAt: Date?
+    }
+
+    /// The pools, for inspection.
+    public var pools: [Pool] {
+        clients.withLock { clients in
+            clients.map {
+                Pool(
+                    tenant: $0.key.tenant,
+                    environment: $0.key.environment,
+                    client: $0.value.client,
+                    tokenIssuedAt: $0.value.tokens?.issuedAt
+                )
+            }
+        }
+    }
+
+    /// Whether a tenant pushes with its own identity (else with the default one).
+    public func hasOwnIdentity(_ tenant: TenantID) -> Bool { identities[tenant] != nil }
+
     /// The pools, for inspection and shutdown.
     public var allClients: [APNsClient] { clients.withLock { $0.values.map(\.client) } }
 

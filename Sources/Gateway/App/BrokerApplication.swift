@@ -11,7 +11,7 @@ import UnixSignals
 
 /// Which listener reported its address.
 public enum Listener: Sendable {
-    case https, plain
+    case https, plain, admin
 }
 
 /// The running broker: its actors and its listeners, as one service.
@@ -25,6 +25,7 @@ public struct BrokerApplication: Service {
     public let simulator: APNsSimulator?
     /// Nil when the configuration runs no scheduler.
     public let scheduler: Scheduler?
+    public let metrics: MetricsSetup
     let group: ServiceGroup
 
     public func run() async throws {
@@ -40,11 +41,12 @@ public func buildApplication(
     configuration: ServerConfiguration,
     store: any BrokerStore,
     logger: Logger,
+    metrics: MetricsSetup = MetricsSetup(),
     gracefulShutdownSignals: [UnixSignal] = [],
     onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }
 ) async throws -> BrokerApplication {
-    let ledger = DeliveryLedger(store: store, configuration: configuration.ledger)
-    let registry = TokenRegistry(store: store, logger: logger)
+    let ledger = DeliveryLedger(store: store, configuration: configuration.ledger, metrics: metrics.metrics)
+    let registry = TokenRegistry(store: store, logger: logger, metrics: metrics.metrics)
     let authenticator = Authenticator(store: store, cacheTTL: configuration.rest.credentialCacheTTL)
     let push = try await PushStack.make(
         configuration.apns,
@@ -53,11 +55,20 @@ public func buildApplication(
         ledger: ledger,
         registry: registry,
         tokenDirectory: configuration.dataDirectory,
-        logger: logger
+        logger: logger,
+        metrics: metrics.metrics
     )
     let scheduler = configuration.scheduler.map {
-        Scheduler(store: store, ledger: ledger, gateway: push.gateway, configuration: $0, logger: logger)
+        Scheduler(
+            store: store,
+            ledger: ledger,
+            gateway: push.gateway,
+            configuration: $0,
+            logger: logger,
+            metrics: metrics.metrics
+        )
     }
+    let inspector = Inspector(store: store, gateway: push.gateway, transport: push.transport, scheduler: scheduler)
     let api = RESTAPI(
         tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant),
         authenticator: authenticator,
@@ -65,7 +76,9 @@ public func buildApplication(
         registry: registry,
         store: store,
         configuration: configuration.rest,
-        pushGateway: push.gateway
+        pushGateway: push.gateway,
+        metrics: metrics.metrics,
+        inspector: inspector
     )
     let tls = try TLSFiles.configuredOrSelfSigned(
         certificatePath: configuration.tlsCertificatePath,
@@ -95,6 +108,28 @@ public func buildApplication(
         PushService(stack: push),
     ]
     if let scheduler { services.append(SchedulerService(scheduler: scheduler)) }
+    if let admin = configuration.admin {
+        let routes = AdminRoutes(
+            registry: metrics.registry,
+            collector: MetricsCollector(
+                metrics: metrics.metrics,
+                gateway: push.gateway,
+                transport: push.transport,
+                scheduler: scheduler
+            ),
+            inspector: inspector,
+            token: admin.token
+        )
+        services.append(
+            Application(
+                router: routes.router(),
+                server: .http1(),
+                configuration: .init(address: .hostname(admin.listen.host, port: admin.listen.port), serverName: nil),
+                onServerRunning: { channel in await onListening(.admin, channel.localAddress?.port ?? 0) },
+                logger: logger
+            )
+        )
+    }
     let https = Application(
         router: api.router(scheme: "https"),
         server: try .http2Upgrade(
@@ -142,6 +177,7 @@ public func buildApplication(
         pushGateway: push.gateway,
         simulator: push.simulator,
         scheduler: scheduler,
+        metrics: metrics,
         group: group
     )
 }

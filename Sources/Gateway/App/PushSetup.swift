@@ -31,7 +31,8 @@ struct PushStack {
         ledger: DeliveryLedger,
         registry: TokenRegistry,
         tokenDirectory: String?,
-        logger: Logger
+        logger: Logger,
+        metrics: BrokerMetrics
     ) async throws -> PushStack {
         let transport: APNsPushTransport
         var simulator: APNsSimulator?
@@ -82,7 +83,8 @@ struct PushStack {
             registry: registry,
             transport: transport,
             configuration: configuration,
-            logger: logger
+            logger: logger,
+            metrics: metrics
         )
         return PushStack(gateway: gateway, transport: transport, simulator: simulator)
     }

@@ -56,6 +56,8 @@ public struct ServerConfiguration: Sendable {
     public var push: PushGatewayConfiguration
     /// The daily dispatch; nil runs no scheduler (a node that only serves REST).
     public var scheduler: SchedulerConfiguration?
+    /// The operator's listener (`/metrics`, `/inspect`); nil runs none.
+    public var admin: AdminConfiguration?
 
     public init(
         dataDirectory: String,
@@ -75,7 +77,8 @@ public struct ServerConfiguration: Sendable {
         ledger: LedgerConfiguration = .init(),
         apns: APNsSetup = .embeddedSimulator,
         push: PushGatewayConfiguration = .init(),
-        scheduler: SchedulerConfiguration? = .init()
+        scheduler: SchedulerConfiguration? = .init(),
+        admin: AdminConfiguration? = nil
     ) {
         self.dataDirectory = dataDirectory
         self.listen = listen
@@ -95,5 +98,6 @@ public struct ServerConfiguration: Sendable {
         self.apns = apns
         self.push = push
         self.scheduler = scheduler
+        self.admin = admin
     }
 }

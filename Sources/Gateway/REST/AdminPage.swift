@@ -59,7 +59,7 @@ extension RESTAPI {
         )
     }
 
-    private func requireAdmin(_ caller: Caller) throws {
+    func requireAdmin(_ caller: Caller) throws {
         guard caller.user.isAdmin else {
             throw Problem(.forbidden, "admin-required", "this page is for the tenant's admins")
         }

@@ -28,6 +28,18 @@ extension RESTAPI {
         )
         resource(router, "/v1/reminders", scheme: scheme, [.get: listReminders])
         resource(router, "/v1/reminders/:reminder", scheme: scheme, [.delete: deleteReminder])
+        resource(
+            router,
+            "/v1/admin/inspect",
+            scheme: scheme,
+            [
+                .get: { request, _, caller in
+                    try requireAdmin(caller)
+                    guard let inspector else { throw Problem.notFound() }
+                    return try Representation.response(try await inspector.view(tenant: caller.tenant.id), for: request)
+                }
+            ]
+        )
         resource(router, "/v1/me", scheme: scheme, [.get: profile])
         resource(router, "/v1/me/preferences", scheme: scheme, [.put: updatePreferences])
         resource(

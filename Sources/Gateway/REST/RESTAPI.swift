@@ -14,6 +14,9 @@ public struct RESTAPI: Sendable {
     let store: any BrokerStore
     let configuration: RESTConfiguration
     let pushGateway: PushGateway?
+    let metrics: BrokerMetrics
+    /// Answers a tenant admin's `GET /v1/admin/inspect`; nil when there is nothing to inspect.
+    let inspector: Inspector?
     let failures = FailureInjector()
 
     public init(
@@ -23,7 +26,9 @@ public struct RESTAPI: Sendable {
         registry: TokenRegistry,
         store: any BrokerStore,
         configuration: RESTConfiguration,
-        pushGateway: PushGateway? = nil
+        pushGateway: PushGateway? = nil,
+        metrics: BrokerMetrics = .disabled,
+        inspector: Inspector? = nil
     ) {
         self.tenants = tenants
         self.authenticator = authenticator
@@ -32,6 +37,8 @@ public struct RESTAPI: Sendable {
         self.store = store
         self.configuration = configuration
         self.pushGateway = pushGateway
+        self.metrics = metrics
+        self.inspector = inspector
     }
 
     /// The caller of an authenticated route.
@@ -49,6 +56,7 @@ public struct RESTAPI: Sendable {
     public func router(scheme: String) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self, options: [.autoGenerateHeadEndpoints])
         router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: ProblemMiddleware())
         router.get("/health") { _, _ in
             Response(

@@ -1,0 +1,146 @@
+import CoreMetrics
+import Foundation
+import Synchronization
+
+/// Every metric the broker records, by name, in Prometheus form. Labels come from closed sets only: outcome,
+/// APNs reason (Apple's list, anything else is `other`), route template, method, status, and the tenant while
+/// no more than ``BrokerMetrics/tenantLabelLimit`` tenants have been seen (then `other`). Never a user id.
+///
+/// The factory is injected (the Prometheus registry in `main`, a private one in each test), so nothing here
+/// touches the global `MetricsSystem`.
+public struct BrokerMetrics: Sendable {
+    public enum Name {
+        public static let restRequests = "broker_rest_requests_total"
+        public static let restDuration = "broker_rest_request_duration_seconds"
+        public static let pushes = "broker_push_sent_total"
+        public static let apnsDuration = "broker_apns_request_duration_seconds"
+        public static let dispatchLag = "broker_dispatch_lag_seconds"
+        public static let dispatched = "broker_dispatch_total"
+        public static let queueDepth = "broker_push_queue_depth"
+        public static let pushesInFlight = "broker_push_in_flight"
+        public static let apnsConnections = "broker_apns_connections"
+        public static let apnsStreamsInFlight = "broker_apns_streams_in_flight"
+        public static let apnsStreamLimit = "broker_apns_stream_limit"
+        public static let apnsGoAways = "broker_apns_goaways_total"
+        public static let apnsConnects = "broker_apns_connects_total"
+        public static let tokens = "broker_tokens_total"
+        public static let ledgerWrites = "broker_ledger_writes_total"
+        public static let storeDuration = "broker_store_duration_seconds"
+        public static let residentMemory = "broker_process_resident_memory_bytes"
+        public static let schedulerLag = "broker_scheduler_lag_seconds"
+    }
+
+    /// Tenants labelled by name; more than this many share the label `other`.
+    public static let tenantLabelLimit = 100
+
+    /// APNs reasons kept as labels (the documented ones); anything else is `other`.
+    static let knownReasons: Set<String> = PushOutcomePolicy.permanentBadRequests
+        .union(PushOutcomePolicy.tenantConfigurationErrors)
+        .union([
+            "BadDeviceToken", "DeviceTokenNotForTopic", "IdleTimeout", "ExpiredProviderToken", "UnrelatedKeyIdInToken",
+            "BadPath", "MethodNotAllowed", "Unregistered", "ExpiredToken", "PayloadTooLarge",
+            "TooManyProviderTokenUpdates", "TooManyRequests", "InternalServerError", "ServiceUnavailable", "Shutdown",
+        ])
+
+    public let factory: any MetricsFactory
+    private let tenants: TenantLabels
+    // Handles with fixed labels, made once: the store records every statement.
+    private let storeRead: CoreMetrics.Timer
+    private let storeWrite: CoreMetrics.Timer
+
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+        self.tenants = TenantLabels()
+        self.storeRead = CoreMetrics.Timer(
+            label: Name.storeDuration,
+            dimensions: [("operation", "read")],
+            preferredDisplayUnit: .seconds,
+            factory: factory
+        )
+        self.storeWrite = CoreMetrics.Timer(
+            label: Name.storeDuration,
+            dimensions: [("operation", "write")],
+            preferredDisplayUnit: .seconds,
+            factory: factory
+        )
+    }
+
+    /// Records nothing.
+    public static var disabled: BrokerMetrics { BrokerMetrics(factory: NOOPMetricsHandler.instance) }
+
+    /// The tenant's label value: its id while the set of labelled tenants is bounded, else `other`.
+    public func tenantLabel(_ tenant: TenantID) -> String { tenants.label(tenant) }
+
+    public func reasonLabel(_ reason: String) -> String { Self.knownReasons.contains(reason) ? reason : "other" }
+
+    public func counter(_ name: String, _ dimensions: [(String, String)] = []) -> Counter {
+        Counter(label: name, dimensions: dimensions, factory: factory)
+    }
+
+    public func timer(_ name: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Timer {
+        CoreMetrics.Timer(label: name, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
+    }
+
+    public func gauge(_ name: String, _ dimensions: [(String, String)] = []) -> Gauge {
+        Gauge(label: name, dimensions: dimensions, factory: factory)
+    }
+
+    // MARK: Events recorded by the engine
+
+    /// One APNs answer (or transport failure) for one device.
+    func push(tenant: TenantID, result: PushResult, duration: Duration) {
+        let tenant = tenantLabel(tenant)
+        let (outcome, reason): (String, String) =
+            switch result {
+            case .accepted: ("accepted", "")
+            case .rejected(_, let reason, _): ("rejected", reasonLabel(reason))
+            case .transportFailure: ("transport_failure", "")
+            }
+        counter(Name.pushes, [("tenant", tenant), ("outcome", outcome), ("reason", reason)]).increment()
+        timer(Name.apnsDuration, [("tenant", tenant)]).recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// A token event: `registered`, `moved`, `unregistered`, `quarantined` or `removed`.
+    func token(_ event: String, tenant: TenantID) {
+        counter(Name.tokens, [("tenant", tenantLabel(tenant)), ("event", event)]).increment()
+    }
+
+    func dispatched(_ outcome: String, count: Int) {
+        guard count > 0 else { return }
+        counter(Name.dispatched, [("outcome", outcome)]).increment(by: count)
+    }
+
+    func dispatchLag(tenant: TenantID, seconds: Double) {
+        timer(Name.dispatchLag, [("tenant", tenantLabel(tenant))]).recordNanoseconds(Int64(max(0, seconds) * 1e9))
+    }
+
+    func ledgerWrites(_ kind: String, count: Int) {
+        guard count > 0 else { return }
+        counter(Name.ledgerWrites, [("kind", kind)]).increment(by: count)
+    }
+
+    public func storeOperation(_ operation: String, duration: Duration) {
+        (operation == "write" ? storeWrite : storeRead).recordNanoseconds(duration.nanoseconds)
+    }
+}
+
+/// The bounded set of tenants that get their own label.
+final class TenantLabels: Sendable {
+    private let labelled = Mutex(Set<TenantID>())
+
+    func label(_ tenant: TenantID) -> String {
+        labelled.withLock { set in
+            if set.contains(tenant) { return tenant.rawValue }
+            guard set.count < BrokerMetrics.tenantLabelLimit else { return "other" }
+            set.insert(tenant)
+            return tenant.rawValue
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

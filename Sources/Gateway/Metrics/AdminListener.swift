@@ -1,0 +1,66 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+
+/// Where the operator's endpoints listen, and the bearer token they may require.
+public struct AdminConfiguration: Sendable {
+    /// Loopback only by default: the endpoints show tenant names and live state.
+    public var listen: ListenAddress
+    /// When set, requests need `Authorization: Bearer <token>`.
+    public var token: String?
+
+    public init(listen: ListenAddress = ListenAddress(host: "127.0.0.1", port: 9090), token: String? = nil) {
+        self.listen = listen
+        self.token = token
+    }
+}
+
+/// The admin listener's routes: `GET /metrics` (Prometheus text) and `GET /inspect` (JSON).
+struct AdminRoutes: Sendable {
+    let registry: PrometheusCollectorRegistry
+    let collector: MetricsCollector
+    let inspector: Inspector
+    let token: String?
+
+    func router() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: ProblemMiddleware())
+        router.get("/metrics") { request, _ -> Response in
+            try authorize(request)
+            await collector.refresh()
+            var buffer: [UInt8] = []
+            registry.emit(into: &buffer)
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: buffer))
+            )
+        }
+        router.get("/inspect") { request, _ -> Response in
+            try authorize(request)
+            return try Representation.response(try await inspector.view(), for: request)
+        }
+        return router
+    }
+
+    private func authorize(_ request: Request) throws {
+        guard let token else { return }
+        let expected = Array("Bearer \(token)".utf8)
+        let given = Array((request.headers[.authorization] ?? "").utf8)
+        // Compared without an early exit, so the time taken does not tell how much of the token matched.
+        var difference = UInt8(given.count == expected.count ? 0 : 1)
+        for index in expected.indices { difference |= expected[index] ^ (index < given.count ? given[index] : 0) }
+        guard difference == 0 else {
+            throw Problem(
+                .unauthorized,
+                "unauthorized",
+                "a bearer token is required",
+                headers: [.wwwAuthenticate: "Bearer"]
+            )
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Engine
+import Foundation
+
+/// The live state of the actors, as `/inspect` shows it (and, for one tenant, `GET /v1/admin/inspect`).
+public struct Inspector: Sendable {
+    let store: any BrokerStore
+    let gateway: PushGateway?
+    let transport: APNsPushTransport?
+    let scheduler: Scheduler?
+    let startedAt = Date()
+
+    struct Connection: Encodable {
+        var state: String
+        var streamLimit: UInt32
+        var streamsInFlight: Int
+        var verified: Bool
+    }
+
+    struct APNsPool: Encodable {
+        var identity: String
+        var environment: String
+        var connections: [Connection]
+        var jwtAgeSeconds: Int?
+        var pushesSent: Int
+        var connectionsOpened: Int
+        var goAways: Int
+    }
+
+    struct TenantView: Encodable {
+        var tenant: String
+        var queued: Int
+        var configurationError: String?
+        var apns: [APNsPool]
+    }
+
+    struct SchedulerView: Encodable {
+        var nextDueAt: String?
+        var lagSeconds: Double
+        var statistics: [String: Int]
+    }
+
+    struct View: Encodable {
+        var node: String
+        var uptimeSeconds: Int
+        var pushesInFlight: Int?
+        var scheduler: SchedulerView?
+        var tenants: [TenantView]
+    }
+
+    /// Everything, or only `tenant`'s part (then nothing about other tenants, the node, or the shared scheduler).
+    func view(tenant only: TenantID? = nil) async throws -> View {
+        let snapshot = await gateway?.snapshot()
+        let pools = transport?.pools ?? []
+        let now = Date()
+        var ids = Set(try await store.tenants().map(\.id))
+        if let only { ids = ids.filter { $0 == only } }
+        var tenants: [TenantView] = []
+        for id in ids.sorted() {
+            // A tenant's pushes use its own pool, or the default identity's pool shared with the others.
+            let own = transport?.hasOwnIdentity(id) ?? false
+            var views: [APNsPool] = []
+            for pool in pools where pool.tenant == (own ? id : nil) {
+                let connections = await pool.client.snapshot()
+                let counters = await pool.client.counters
+                views.append(
+                    APNsPool(
+                        identity: own ? "tenant" : "default",
+                        environment: pool.environment.rawValue,
+                        connections: connections.map {
+                            Connection(
+                                state: $0.open ? "open" : "draining",
+                                streamLimit: $0.maxStreams,
+                                streamsInFlight: $0.inFlight,
+                                verified: $0.verified
+                            )
+                        },
+                        jwtAgeSeconds: pool.tokenIssuedAt.map { Int(now.timeIntervalSince($0)) },
+                        // The default pool's counters are shared: shown to a tenant only in the operator's view.
+                        pushesSent: own || only == nil ? counters.sent : 0,
+                        connectionsOpened: counters.connectionsOpened,
+                        goAways: counters.goAways
+                    )
+                )
+            }
+            tenants.append(
+                TenantView(
+                    tenant: id.rawValue,
+                    queued: snapshot?.queued[id] ?? 0,
+                    configurationError: snapshot?.paused[id],
+                    apns: views
+                )
+            )
+        }
+        var schedulerView: SchedulerView?
+        if only == nil, let scheduler {
+            let (next, lag) = try await scheduler.lag(now: now)
+            let s = scheduler.statistics
+            schedulerView = SchedulerView(
+                nextDueAt: next.map { ISO8601DateFormatter().string(from: $0) },
+                lagSeconds: lag,
+                statistics: [
+                    "due": s.due, "assigned": s.assigned, "alreadyAssigned": s.alreadyAssigned,
+                    "skippedStale": s.skippedStale, "skippedNoImpulse": s.skippedNoImpulse,
+                    "remindersFired": s.remindersFired, "requeued": s.requeued, "planned": s.planned,
+                    "parked": s.parked,
+                ]
+            )
+        }
+        return View(
+            node: only == nil ? store.nodeID : "",
+            uptimeSeconds: only == nil ? Int(now.timeIntervalSince(startedAt)) : 0,
+            pushesInFlight: only == nil ? snapshot?.inFlight : nil,
+            scheduler: schedulerView,
+            tenants: tenants
+        )
+    }
+}

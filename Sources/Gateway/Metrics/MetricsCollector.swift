@@ -1,0 +1,84 @@
+import Engine
+import Foundation
+import Prometheus
+import Synchronization
+
+/// The metrics registry of one broker, with the factory the engine records through.
+public struct MetricsSetup: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    public let metrics: BrokerMetrics
+
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        metrics = BrokerMetrics(factory: PrometheusMetricsFactory(registry: registry))
+    }
+}
+
+/// Sets the gauges that describe live state (queue depths, connections, memory, lag) just before a scrape, and
+/// turns the APNs pools' running totals into counters.
+final class MetricsCollector: Sendable {
+    let metrics: BrokerMetrics
+    let gateway: PushGateway?
+    let transport: APNsPushTransport?
+    let scheduler: Scheduler?
+    private let seen = Mutex(Seen())
+
+    struct Seen {
+        var tenants: Set<TenantID> = []
+        var totals: [ObjectIdentifier: (connects: Int, goAways: Int)] = [:]
+    }
+
+    init(metrics: BrokerMetrics, gateway: PushGateway?, transport: APNsPushTransport?, scheduler: Scheduler?) {
+        self.metrics = metrics
+        self.gateway = gateway
+        self.transport = transport
+        self.scheduler = scheduler
+    }
+
+    func refresh() async {
+        typealias Name = BrokerMetrics.Name
+        if let snapshot = await gateway?.snapshot() {
+            let tenants = seen.withLock { seen in
+                seen.tenants.formUnion(snapshot.queued.keys)
+                return seen.tenants
+            }
+            for tenant in tenants {
+                metrics.gauge(Name.queueDepth, [("tenant", metrics.tenantLabel(tenant))])
+                    .record(snapshot.queued[tenant] ?? 0)
+            }
+            metrics.gauge(Name.pushesInFlight).record(snapshot.inFlight)
+        }
+        for pool in transport?.pools ?? [] {
+            let labels = [
+                ("identity", pool.tenant.map { metrics.tenantLabel($0) } ?? "default"),
+                ("environment", pool.environment.rawValue),
+            ]
+            let connections = await pool.client.snapshot()
+            metrics.gauge(Name.apnsConnections, labels).record(connections.filter(\.open).count)
+            metrics.gauge(Name.apnsStreamsInFlight, labels).record(connections.map(\.inFlight).reduce(0, +))
+            metrics.gauge(Name.apnsStreamLimit, labels).record(connections.map { Int($0.maxStreams) }.reduce(0, +))
+            let counters = await pool.client.counters
+            let previous = seen.withLock { seen in
+                let id = ObjectIdentifier(pool.client)
+                defer { seen.totals[id] = (counters.connectionsOpened, counters.goAways) }
+                return seen.totals[id] ?? (0, 0)
+            }
+            metrics.counter(Name.apnsConnects, labels).increment(
+                by: max(0, counters.connectionsOpened - previous.connects)
+            )
+            metrics.counter(Name.apnsGoAways, labels).increment(by: max(0, counters.goAways - previous.goAways))
+        }
+        if let scheduler, let lag = try? await scheduler.lag() {
+            metrics.gauge(Name.schedulerLag).record(lag.lagSeconds)
+        }
+        if let rss = Self.residentMemory() { metrics.gauge(Name.residentMemory).record(rss) }
+    }
+
+    /// Resident set size from `/proc/self/statm` (Linux), in bytes.
+    static func residentMemory() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}

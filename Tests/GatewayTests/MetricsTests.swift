@@ -1,0 +1,130 @@
+import AsyncHTTPClient
+import Engine
+import Foundation
+import Gateway
+import NIOCore
+import Testing
+
+@Suite("Metrics and inspection", .timeLimit(.minutes(2)))
+struct MetricsTests {
+    /// A plain HTTP/1.1 request to the admin listener.
+    func admin(_ broker: TestBroker, _ path: String, token: String?) async throws -> TestBroker.Reply {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(broker.adminPort ?? 0)\(path)")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let response = try await broker.client.execute(request, timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 4 << 20)
+        return TestBroker.Reply(
+            status: Int(response.status.code),
+            headers: response.headers,
+            body: Data(body.readableBytesView),
+            version: response.version
+        )
+    }
+
+    /// The value of the one sample whose line starts with `name{` and holds every label given.
+    func sample(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
+        let lines = text.split(separator: "\n").filter { line in
+            line.hasPrefix(name + "{") && labels.allSatisfy { line.contains("\($0.key)=\"\($0.value)\"") }
+        }
+        guard lines.count == 1, let value = lines.first?.split(separator: " ").last else { return nil }
+        return Double(value)
+    }
+
+    @Test("/metrics counts known traffic by route, status, tenant and outcome, behind its bearer token")
+    func metrics() async throws {
+        try await TestBroker.run(adminToken: "t0ken") { broker in
+            #expect(try await broker.send(.GET, "/v1/impulses").status == 200)
+            #expect(try await broker.send(.GET, "/v1/impulses?limit=2").status == 200)
+            #expect(try await broker.send(.GET, "/v1/impulses", password: "wrong").status == 401)
+            #expect(try await broker.send(.GET, "/v1/impulses/acme-2").status == 200)
+            let token = String(repeating: "7a", count: 32)
+            let registered = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#
+            )
+            #expect(registered.status == 204)
+            let sent = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "command=send&impulse=acme-5&target=alice"
+            )
+            #expect(sent.status == 200)
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.accepted.count == 1 })
+
+            #expect(try await admin(broker, "/metrics", token: nil).status == 401)
+            #expect(try await admin(broker, "/metrics", token: "wrong").status == 401)
+            var text = ""
+            // The push's outcome is counted when APNs answers; the simulator may have recorded it a moment before.
+            let counted = try await eventually {
+                text = try await admin(broker, "/metrics", token: "t0ken").text
+                return sample(text, "broker_push_sent_total", ["tenant": "acme", "outcome": "accepted"]) == 1
+            }
+            #expect(counted, "\(text)")
+            let requests = "broker_rest_requests_total"
+            #expect(
+                sample(text, requests, ["route": "/v1/impulses", "method": "GET", "status": "200"]) == 2,
+                "\(text)"
+            )
+            #expect(sample(text, requests, ["route": "/v1/impulses", "method": "GET", "status": "401"]) == 1)
+            #expect(sample(text, requests, ["route": "/v1/impulses/{impulse}", "status": "200"]) == 1, "\(text)")
+            #expect(sample(text, "broker_tokens_total", ["tenant": "acme", "event": "registered"]) == 1)
+            #expect((sample(text, "broker_ledger_writes_total", ["kind": "assigned"]) ?? 0) >= 1)
+            #expect((sample(text, "broker_ledger_writes_total", ["kind": "fetched"]) ?? 0) >= 1)
+            #expect(text.contains("broker_apns_request_duration_seconds_count{tenant=\"acme\"} 1"), "\(text)")
+            #expect(text.contains("broker_store_duration_seconds_count{operation=\"write\"}"))
+            #expect(text.contains("broker_apns_connections{"))
+            let memory = text.split(separator: "\n").first { $0.hasPrefix("broker_process_resident_memory_bytes ") }
+            #expect((memory?.split(separator: " ").last.flatMap { Double($0) } ?? 0) > 1_000_000)
+            // No user ids or usernames in any label.
+            #expect(!text.contains("alice"))
+        }
+    }
+
+    @Test("/inspect shows every tenant to the operator; a tenant admin's view shows only that tenant")
+    func inspection() async throws {
+        try await TestBroker.run(adminToken: "t0ken") { broker in
+            #expect(try await admin(broker, "/inspect", token: nil).status == 401)
+            let token = String(repeating: "6b", count: 32)
+            _ = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "p"}"#
+            )
+            _ = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "command=send&impulse=acme-5&target=alice"
+            )
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.accepted.count == 1 })
+            let all = try await admin(broker, "/inspect", token: "t0ken")
+            #expect(all.status == 200)
+            let tenants = (all.json["tenants"] as? [[String: Any]])?.compactMap { $0["tenant"] as? String }
+            #expect(tenants == ["acme", "globex"])
+            #expect(all.json["node"] as? String == broker.store.nodeID)
+            let acme = (all.json["tenants"] as? [[String: Any]])?.first
+            #expect(acme?["queued"] as? Int == 0)
+            let pool = (acme?["apns"] as? [[String: Any]])?.first
+            #expect(pool?["identity"] as? String == "default")
+            #expect((pool?["jwtAgeSeconds"] as? Int).map { $0 >= 0 && $0 < 60 } == true, "\(all.text)")
+            let connection = (pool?["connections"] as? [[String: Any]])?.first
+            #expect(connection?["state"] as? String == "open", "\(all.text)")
+            #expect((connection?["streamLimit"] as? Int ?? 0) > 1)  // raised from 1 once a push succeeded
+
+            let own = try await broker.send(.GET, "/v1/admin/inspect", user: "root")
+            #expect(own.status == 200)
+            let ownTenants = (own.json["tenants"] as? [[String: Any]])?.compactMap { $0["tenant"] as? String }
+            #expect(ownTenants == ["acme"])
+            #expect(!own.text.contains("globex"))
+            #expect(own.json["scheduler"] == nil || own.json["scheduler"] is NSNull)
+            #expect(try await broker.send(.GET, "/v1/admin/inspect").status == 403)  // alice is no admin
+            #expect(try await broker.send(.GET, "/t/globex/v1/admin/inspect", user: "root").status == 401)
+        }
+    }
+}
