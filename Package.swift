@@ -9,7 +9,8 @@ let package = Package(
     name: "impulse-broker",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "broker", targets: ["Broker"])
+        .executable(name: "broker", targets: ["Broker"]),
+        .executable(name: "broker-bench", targets: ["Bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -78,6 +79,19 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             resources: [.copy("Resources/demo-catalog.json")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "Bench",
+            dependencies: [
+                "Engine",
+                "Gateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

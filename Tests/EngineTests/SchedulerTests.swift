@@ -245,3 +245,76 @@ struct DueIndexTests {
         #expect(Set(all.map(\.user)).isSuperset(of: many.map(\.id)))
     }
 }
+
+@Suite("Selection history")
+struct SelectionHistoryStoreTests {
+    @Test("Histories are read for a batch of users at once: recent impulses and series progress, per tenant")
+    func batch() async throws {
+        let f = try await StoreFixture.make()
+        let steps = try (1...3).map { (n: Int) in
+            try Impulse(
+                tenant: f.acme,
+                id: ImpulseID("s-\(n)"),
+                language: "EN",
+                title: "Step \(n)",
+                descriptionShort: "",
+                description: "",
+                durationMinutes: 1,
+                action: .do,
+                single: false,
+                imageURLs: [],
+                videoURL: nil,
+                webURL: nil,
+                lifeArea: .sleep,
+                series: "s",
+                seriesPosition: n
+            )
+        }
+        _ = try await f.store.importImpulses(steps, tenant: f.acme)
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        _ = try await f.store.recordDeliveries([
+            NewDelivery(
+                tenant: f.acme,
+                user: f.a.id,
+                impulse: try ImpulseID("s-1"),
+                kind: .scheduled,
+                localDate: "2027-01-14",
+                assignedAt: at
+            ),
+            NewDelivery(
+                tenant: f.acme,
+                user: f.a.id,
+                impulse: try ImpulseID("s-2"),
+                kind: .scheduled,
+                localDate: "2027-01-15",
+                assignedAt: at.addingTimeInterval(86_400)
+            ),
+            NewDelivery(
+                tenant: f.acme,
+                user: f.b.id,
+                impulse: try ImpulseID("one"),
+                kind: .manual,
+                assignedAt: at.addingTimeInterval(-90 * 86_400)
+            ),
+            NewDelivery(
+                tenant: f.globex,
+                user: f.globexA.id,
+                impulse: try ImpulseID("one"),
+                kind: .manual,
+                assignedAt: at
+            ),
+        ])
+        let histories = try await f.store.selectionHistories(
+            tenant: f.acme,
+            users: [f.a.id, f.b.id, f.globexA.id],
+            since: at.addingTimeInterval(-30 * 86_400)
+        )
+        #expect(histories[f.a.id]?.seriesProgress == ["s": 2])
+        #expect(Set(histories[f.a.id]?.recent.keys ?? [:].keys) == [try ImpulseID("s-1"), try ImpulseID("s-2")])
+        #expect(histories[f.a.id]?.recent[try ImpulseID("s-2")] == at.addingTimeInterval(86_400))
+        // b's delivery is older than the window; b still has an (empty) history.
+        #expect(histories[f.b.id] == SelectionHistory())
+        // Asked under acme, globex's user shows nothing of globex.
+        #expect(histories[f.globexA.id] == SelectionHistory())
+    }
+}

@@ -111,6 +111,14 @@ public final class DeliveryLedger: Sendable {
         )
     }
 
+    /// The unread count for a push's badge: from memory when the user is there, else one count query. Unlike
+    /// ``unreadCount(tenant:user:)`` it never loads the user into memory, so a burst of a million pushes does not
+    /// fill the cache with users who are not reading.
+    public func badge(tenant: TenantID, user: UserID) async throws -> Int {
+        if let cached = await shard(user).cachedUnreadCount(tenant: tenant, user: user) { return cached }
+        return try await store.unreadCount(tenant: tenant, user: user)
+    }
+
     public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
         try await shard(user).unreadCount(tenant: tenant, user: user)
     }

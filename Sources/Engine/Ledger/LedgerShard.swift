@@ -110,6 +110,11 @@ actor LedgerShard {
         users[Key(tenant: mark.tenant, user: user)]?.apply([mark])
     }
 
+    /// The unread count if the user is in memory; nil otherwise (nothing is loaded).
+    func cachedUnreadCount(tenant: TenantID, user: UserID) -> Int? {
+        users[Key(tenant: tenant, user: user)]?.unreadCount
+    }
+
     func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
         try await load(tenant: tenant, user: user).unreadCount
     }

@@ -46,6 +46,8 @@ public actor PushGateway {
     private let configuration: PushGatewayConfiguration
     private let logger: Logger
     private let metrics: BrokerMetrics
+    /// Tenants and impulses read once a minute, not once per push.
+    private let catalog: CatalogCache
 
     private var queues: [TenantID: Deque<Delivery>] = [:]
     private var rotation: Deque<TenantID> = []
@@ -75,6 +77,7 @@ public actor PushGateway {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        self.catalog = CatalogCache(store: store)
     }
 
     /// Queues a delivery's push, suspending while the tenant's queue is full. Returns false when it was not
@@ -202,8 +205,8 @@ public actor PushGateway {
     private nonisolated func push(_ delivery: Delivery) async {
         let tenantID = delivery.tenant
         do {
-            guard let tenant = try await store.tenant(tenantID),
-                let impulse = try await store.impulse(tenant: tenantID, id: delivery.impulse)
+            guard let tenant = try await catalog.tenant(tenantID),
+                let impulse = try await catalog.impulse(tenant: tenantID, id: delivery.impulse)
             else { return }
             let devices = try await registry.devices(tenant: tenant, user: delivery.user).filter {
                 $0.quarantinedAt == nil
@@ -213,7 +216,7 @@ public actor PushGateway {
                 try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
                 return
             }
-            let badge = try await ledger.unreadCount(tenant: tenantID, user: delivery.user)
+            let badge = try await ledger.badge(tenant: tenantID, user: delivery.user)
             var acceptedID: String?
             var requeued = false
             var deferred = false

@@ -41,29 +41,38 @@ extension SQLiteStore {
     ) async throws -> [UserID: SelectionHistory] {
         guard !users.isEmpty else { return [:] }
         return try await read { db in
-            let recent = try db.cachedStatement(
-                sql: """
-                    SELECT impulse_id, MAX(assigned_at) AS at FROM deliveries
-                    WHERE user_id = ? AND tenant_id = ? AND assigned_at >= ? GROUP BY impulse_id
-                    """
+            var histories: [UserID: SelectionHistory] = Dictionary(
+                uniqueKeysWithValues: users.map { ($0, SelectionHistory()) }
             )
-            let series = try db.cachedStatement(
-                sql: """
-                    SELECT i.series, MAX(i.series_position) AS position FROM deliveries d
-                    JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
-                    WHERE d.user_id = ? AND d.tenant_id = ? AND i.series IS NOT NULL GROUP BY i.series
-                    """
-            )
-            var histories: [UserID: SelectionHistory] = [:]
-            for user in users {
-                var history = SelectionHistory()
-                for row in try Row.fetchAll(recent, arguments: [user.rawValue, tenant.rawValue, since.unixSeconds]) {
-                    history.recent[ImpulseID(trusted: row["impulse_id"])] = Date(unixSeconds: row["at"])
+            // A few statements per batch of users rather than two per user.
+            for chunk in stride(from: 0, to: users.count, by: 500).map({ Array(users[$0..<min(users.count, $0 + 500)]) }
+            ) {
+                let list = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let ids = chunk.map(\.rawValue)
+                for row in try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT user_id, impulse_id, MAX(assigned_at) AS at FROM deliveries
+                        WHERE user_id IN (\(list)) AND tenant_id = ? AND assigned_at >= ? GROUP BY user_id, impulse_id
+                        """,
+                    arguments: StatementArguments(ids) + [tenant.rawValue, since.unixSeconds]
+                ) {
+                    histories[UserID(row["user_id"])]?.recent[ImpulseID(trusted: row["impulse_id"])] = Date(
+                        unixSeconds: row["at"]
+                    )
                 }
-                for row in try Row.fetchAll(series, arguments: [user.rawValue, tenant.rawValue]) {
-                    history.seriesProgress[row["series"]] = row["position"]
+                for row in try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT d.user_id, i.series, MAX(i.series_position) AS position FROM deliveries d
+                        JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
+                        WHERE d.user_id IN (\(list)) AND d.tenant_id = ? AND i.series IS NOT NULL
+                        GROUP BY d.user_id, i.series
+                        """,
+                    arguments: StatementArguments(ids) + [tenant.rawValue]
+                ) {
+                    histories[UserID(row["user_id"])]?.seriesProgress[row["series"]] = row["position"]
                 }
-                histories[user] = history
             }
             return histories
         }

@@ -1,4 +1,5 @@
 import Crypto
+import Engine
 import Foundation
 import Logging
 import NIOCore
@@ -57,6 +58,9 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
     public var goAwayReason: String?
     /// Until this moment every request gets 503 ServiceUnavailable.
     public var unavailableUntil: Date?
+    /// In benchmark mode, this percentage of device tokens (chosen by a stable hash of the token) is dead: half
+    /// answer 410 Unregistered, half 400 BadDeviceToken.
+    public var deadTokenPercent: Int = 0
 
     public init() {}
 
@@ -69,6 +73,7 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
         dropNext = try container.decodeIfPresent(Int.self, forKey: .dropNext) ?? 0
         goAwayReason = try container.decodeIfPresent(String.self, forKey: .goAwayReason)
         unavailableUntil = try container.decodeIfPresent(Date.self, forKey: .unavailableUntil)
+        deadTokenPercent = min(100, max(0, try container.decodeIfPresent(Int.self, forKey: .deadTokenPercent) ?? 0))
     }
 }
 
@@ -190,6 +195,19 @@ public final class APNsSimulator: Sendable {
             return
         }
         if configuration.benchmarkMode {
+            // Minimal work: no validation, no record; a count, and a dead-token verdict when asked for.
+            let dead = state.withLock { $0.faults.deadTokenPercent }
+            if dead > 0, let path = message[":path"], Self.isDead(token: path.split(separator: "/").last ?? "", dead) {
+                let gone = stableHash(String(path.split(separator: "/").last ?? ""), "kind") % 2 == 0
+                state.withLock { $0.rejectedCount += 1 }
+                request.respond(
+                    status: gone ? 410 : 400,
+                    headers: [HTTP2Header("content-type", "application/json")],
+                    body: Self.reasonBody(gone ? "Unregistered" : "BadDeviceToken", timestamp: gone ? now() : nil)
+                )
+                return
+            }
+            state.withLock { $0.acceptedCount += 1 }
             request.respond(
                 status: 200,
                 headers: [HTTP2Header("apns-id", message["apns-id"] ?? "00000000-0000-0000-0000-000000000000")]
@@ -292,6 +310,11 @@ public final class APNsSimulator: Sendable {
         } else {
             execute()
         }
+    }
+
+    /// Whether a token falls in the dead percentage (a stable hash, so every run picks the same tokens).
+    public static func isDead(token: Substring, _ percent: Int) -> Bool {
+        Int(stableHash(String(token)) % 100) < percent
     }
 
     static func reasonBody(_ reason: String, timestamp: Date?) -> ByteBuffer {

@@ -1,0 +1,131 @@
+import ArgumentParser
+import Foundation
+
+/// `broker-bench`: puts the broker beside its peers on this machine. Prints one JSON object of results, then a
+/// readable summary. Timings are measured here and recorded in BENCHMARKS.md, never asserted in tests.
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broker-bench",
+        abstract: "Benchmark the broker end to end over TLS and HTTP/2 on loopback."
+    )
+
+    @Option(help: "Users due in the same minute (the daily burst).")
+    var users = 1_000_000
+
+    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer.")
+    var scenarios = "burst,rejections,rest,peer"
+
+    @Option(help: "Requests h2load sends to measure the simulator's ceiling and the REST rate.")
+    var requests = 200_000
+
+    @Option(help: "Pushes the peer client (aioapns) and the gateway alone send in the peer comparison.")
+    var peerPushes = 20_000
+
+    @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
+    var smoke = false
+
+    @Option(help: "Folder for the stores and logs (default: a new temporary folder).")
+    var workDirectory: String?
+
+    func run() async throws {
+        let work = workDirectory ?? NSTemporaryDirectory() + "broker-bench-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let size =
+            smoke
+            ? Size(users: 2000, requests: 2000, peerPushes: 500)
+            : Size(users: users, requests: requests, peerPushes: peerPushes)
+        let wanted = Set(scenarios.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        var results: [String: Any] = ["machine": Machine.describe(), "size": size.json, "smoke": smoke]
+        let simulator = try await SimulatorProcess.start(work: work + "/sim")
+        defer { simulator.stop() }
+        results["simulatorCeiling"] = try H2Load.simulatorCeiling(simulator, requests: size.requests, work: work)
+        if wanted.contains("burst") {
+            results["burst"] = try await Burst.run(
+                users: size.users,
+                deadPercent: 0,
+                simulator: simulator,
+                work: work + "/burst"
+            )
+        }
+        if wanted.contains("rejections") {
+            results["rejections"] = try await Burst.run(
+                users: size.users,
+                deadPercent: 30,
+                simulator: simulator,
+                work: work + "/rejections"
+            )
+        }
+        if wanted.contains("rest") {
+            results["rest"] = try await RestLoad.run(requests: size.requests, work: work + "/rest")
+        }
+        if wanted.contains("peer") {
+            results["peer"] = try await Peer.run(pushes: size.peerPushes, simulator: simulator, work: work + "/peer")
+        }
+        let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])
+        FileHandle.standardOutput.write(data)
+        FileHandle.standardOutput.write(Data("\n\n".utf8))
+        FileHandle.standardOutput.write(Data(Summary.text(results).utf8))
+    }
+}
+
+struct Size {
+    var users: Int
+    var requests: Int
+    var peerPushes: Int
+    var json: [String: Int] { ["users": users, "requests": requests, "peerPushes": peerPushes] }
+}
+
+enum Machine {
+    static func describe() -> [String: Any] {
+        let memory =
+            (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("MemTotal:") }.map(String.init) ?? "unknown"
+        let model =
+            (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last
+            .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
+        return ["cores": ProcessInfo.processInfo.activeProcessorCount, "memory": memory, "cpu": model]
+    }
+
+    /// Peak resident set size of this process since the last reset, in bytes (VmHWM).
+    static func peakRSS() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes * 1024
+    }
+
+    /// Resets VmHWM to the current RSS (Linux: writing 5 to clear_refs), so a phase's peak excludes setup.
+    static func resetPeakRSS() {
+        FileManager.default.createFile(atPath: "/proc/self/clear_refs", contents: Data("5".utf8))
+        if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
+            handle.write(Data("5".utf8))
+            try? handle.close()
+        }
+    }
+}
+
+/// Runs a program to completion and returns its standard output (and error, appended).
+func runProgram(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
+func which(_ program: String) -> String? {
+    for folder in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        let path = "\(folder)/\(program)"
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return nil
+}

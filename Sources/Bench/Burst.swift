@@ -1,0 +1,173 @@
+import Engine
+import Foundation
+import Gateway
+import Logging
+
+/// Scenario 1 and 2: N users due in the same minute on a fresh SQLite store, dispatched by the real scheduler,
+/// ledgered durably and pushed through the real gateway and APNs client to the simulator.
+enum Burst {
+    static let topic = "com.bench.impulse"
+
+    static func run(
+        users: Int,
+        deadPercent: Int,
+        simulator: SimulatorProcess,
+        work: String
+    ) async throws -> [String: Any] {
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let metrics = MetricsSetup()
+        let store = try await SQLiteStore(
+            configuration: .init(path: work + "/broker.sqlite"),
+            logger: logger,
+            metrics: metrics.metrics
+        )
+        let seedStarted = ContinuousClock.now
+        try await seed(store, users: users)
+        let seedSeconds = seedStarted.duration(to: .now).seconds
+        try await simulator.prepare(deadPercent: deadPercent)
+
+        let endpoint = APNsEndpoint(
+            host: "127.0.0.1",
+            port: simulator.port,
+            tls: simulator.tls(),
+            serverHostname: "localhost"
+        )
+        let configuration = ServerConfiguration(
+            dataDirectory: work,
+            listen: ListenAddress(host: "127.0.0.1", port: 0),
+            apns: .external(
+                endpoints: [.production: endpoint, .sandbox: endpoint],
+                defaultIdentity: .token(simulator.identity),
+                identities: [:]
+            ),
+            push: PushGatewayConfiguration(queueCapacityPerTenant: 10_000, workers: 1000),
+            scheduler: SchedulerConfiguration(batchSize: 5000, pollInterval: .milliseconds(100), spreadWindow: .zero)
+        )
+        Machine.resetPeakRSS()
+        let started = ContinuousClock.now
+        let app = try await buildApplication(
+            configuration: configuration,
+            store: store,
+            logger: logger,
+            metrics: metrics
+        )
+        let running = Task { try await app.run() }
+        defer { running.cancel() }
+        guard let gateway = app.pushGateway else { throw BenchError("no push gateway") }
+        var lastReport = ContinuousClock.now
+        var finished = (accepted: 0, rejected: 0)
+        while true {
+            let statistics = await gateway.statistics
+            finished = (statistics.accepted, statistics.rejected.values.reduce(0, +))
+            if finished.accepted + finished.rejected >= users { break }
+            if started.duration(to: .now) > .seconds(3600) { throw BenchError("gave up after an hour: \(finished)") }
+            if lastReport.duration(to: .now) > .seconds(5) {
+                lastReport = .now
+                FileHandle.standardError.write(
+                    Data(
+                        "  \(work.split(separator: "/").last ?? ""): \(finished.accepted + finished.rejected)/\(users)\n"
+                            .utf8
+                    )
+                )
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let seconds = started.duration(to: .now).seconds
+        let peak = Machine.peakRSS()
+        // The marks are group-committed behind the pushes: wait until every delivery is settled in the store.
+        while try await !store.unsettledDeliveries(assignedAfter: .distantPast, after: nil, limit: 1).isEmpty {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let durableSeconds = started.duration(to: .now).seconds
+        let statistics = await gateway.statistics
+        let sim = try await simulator.counts()
+        running.cancel()
+        _ = await running.result
+        return [
+            "users": users,
+            "deadTokenPercent": deadPercent,
+            "seedSeconds": seedSeconds,
+            "secondsToLastAnswer": seconds,
+            "secondsToLedgerDurable": durableSeconds,
+            "acceptedPushes": finished.accepted,
+            "rejectedPushes": finished.rejected,
+            "acceptedPerSecond": Double(finished.accepted) / seconds,
+            "deliveriesPerSecond": Double(users) / seconds,
+            "peakRSSBytes": peak,
+            "tokensRemoved": statistics.tokensRemoved,
+            "tokensQuarantined": statistics.tokensQuarantined,
+            "retried": statistics.retried,
+            "simulatorAccepted": sim.accepted,
+            "simulatorRejected": sim.rejected,
+        ]
+    }
+
+    /// A tenant whose users are all due this minute (UTC), one device each, in batches of one transaction.
+    static func seed(_ store: SQLiteStore, users: Int) async throws {
+        let tenant = try TenantID("bench")
+        try await store.createTenant(try Tenant(id: tenant, name: "Bench", defaultTimeZone: "UTC", apnsTopic: topic))
+        let areas = LifeArea.allCases
+        _ = try await store.importImpulses(
+            try (1...24).map { n in
+                try Impulse(
+                    tenant: tenant,
+                    id: ImpulseID("impulse-\(n)"),
+                    language: "EN",
+                    title: "Impulse \(n)",
+                    descriptionShort: "A short exercise.",
+                    description: "Take five minutes for this exercise.",
+                    durationMinutes: 5,
+                    action: .do,
+                    single: true,
+                    imageURLs: [],
+                    videoURL: nil,
+                    webURL: nil,
+                    lifeArea: areas[n % areas.count]
+                )
+            },
+            tenant: tenant
+        )
+        let now = Calendar(identifier: .gregorian).dateComponents(in: .gmt, from: Date())
+        let minute = try LocalTime(hour: now.hour ?? 0, minute: now.minute ?? 0)
+        let batch = 20_000
+        var next = 1
+        while next <= users {
+            let range = next...min(users, next + batch - 1)
+            let created = try await store.createUsers(
+                try range.map {
+                    try NewUser(
+                        tenant: tenant,
+                        username: "user\($0)",
+                        passwordHash: "unused",
+                        preferences: DeliveryPreferences(timeZone: "UTC", deliveryTime: minute)
+                    )
+                }
+            )
+            _ = try await store.registerDevices(
+                try created.map { user in
+                    try Device(
+                        tenant: tenant,
+                        topic: topic,
+                        token: DeviceToken(
+                            String(format: "%064llx", UInt64(user.id.rawValue) &* 0x9E37_79B9_7F4A_7C15)
+                        ),
+                        owner: user.id,
+                        name: "phone",
+                        environment: .production,
+                        registeredAt: Date()
+                    )
+                }
+            )
+            next = range.upperBound + 1
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

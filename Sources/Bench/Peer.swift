@@ -1,0 +1,157 @@
+import Engine
+import Foundation
+import Gateway
+import Logging
+
+/// Scenario 4: the same pushes to the same simulator, sent by aioapns (the established Python client, Debian's
+/// python3-aioapns) and by the broker's push gateway alone (deliveries already in the ledger, no scheduler).
+enum Peer {
+    static func run(pushes: Int, simulator: SimulatorProcess, work: String) async throws -> [String: Any] {
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        try await simulator.prepare(deadPercent: 0)
+        let peer = try aioapns(pushes: pushes, simulator: simulator, work: work)
+        try await simulator.prepare(deadPercent: 0)
+        let gateway = try await gatewayAlone(pushes: pushes, simulator: simulator, work: work)
+        let peerRate = peer["pushesPerSecond"] as? Double ?? 0
+        let gatewayRate = gateway["pushesPerSecond"] as? Double ?? 0
+        return ["aioapns": peer, "gateway": gateway, "ratio": gatewayRate / max(0.001, peerRate)]
+    }
+
+    static let script = #"""
+        import asyncio, ssl, sys, time
+        from aioapns import APNs, NotificationRequest
+        import aioapns.connection as connection
+        port, count, key_path, cert = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        # Point aioapns at the simulator instead of Apple: host, port, and the simulator's certificate.
+        connection.APNsProductionClientProtocol.APNS_SERVER = "127.0.0.1"
+        connection.APNsTLSClientProtocol.APNS_PORT = port
+        context = ssl.create_default_context(cafile=cert)
+        context.check_hostname = False
+        async def main():
+            client = APNs(key=key_path, key_id="BENCHKEY01", team_id="BENCHTEAM1",
+                          topic="com.bench.impulse", use_sandbox=False, ssl_context=context)
+            token = "%064x" % ((1 * 0x9E3779B97F4A7C15) % (1 << 64))
+            message = {"aps": {"alert": {"title": "Impulse 1"}, "badge": 1}, "impulse": "impulse-1"}
+            started = time.monotonic()
+            results = await asyncio.gather(*[
+                client.send_notification(NotificationRequest(device_token=token, message=message))
+                for _ in range(count)])
+            elapsed = time.monotonic() - started
+            ok = sum(1 for r in results if r.is_successful)
+            print(f"elapsed {elapsed} ok {ok} failed {count - ok}")
+        asyncio.run(main())
+        """#
+
+    static func aioapns(pushes: Int, simulator: SimulatorProcess, work: String) throws -> [String: Any] {
+        try script.write(toFile: work + "/aioapns_bench.py", atomically: true, encoding: .utf8)
+        let output = try runProgram(
+            "/usr/bin/python3",
+            [
+                work + "/aioapns_bench.py", "\(simulator.port)", "\(pushes)", simulator.keyPath,
+                simulator.certificatePath,
+            ]
+        )
+        guard let match = output.firstMatch(of: #/elapsed ([0-9.]+) ok (\d+) failed (\d+)/#),
+            let elapsed = Double(match.1), let ok = Int(match.2)
+        else { throw BenchError("aioapns: \(output.suffix(800))") }
+        return ["pushes": pushes, "accepted": ok, "seconds": elapsed, "pushesPerSecond": Double(ok) / elapsed]
+    }
+
+    static func gatewayAlone(pushes: Int, simulator: SimulatorProcess, work: String) async throws -> [String: Any] {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let store = try await SQLiteStore(configuration: .init(path: work + "/broker.sqlite"), logger: logger)
+        try await Burst.seed(store, users: pushes)
+        let tenant = try TenantID("bench")
+        var deliveries: [Delivery] = []
+        var next: Int64 = 1
+        while next <= Int64(pushes) {
+            let upper = min(Int64(pushes), next + 19_999)
+            deliveries += try await store.recordDeliveries(
+                (next...upper).map {
+                    NewDelivery(
+                        tenant: tenant,
+                        user: UserID($0),
+                        impulse: try! ImpulseID("impulse-1"),  // a constant, valid id
+                        kind: .manual,
+                        assignedAt: Date(),
+                        awaitsPush: true
+                    )
+                }
+            )
+            next = upper + 1
+        }
+        let endpoint = APNsEndpoint(
+            host: "127.0.0.1",
+            port: simulator.port,
+            tls: simulator.tls(),
+            serverHostname: "localhost"
+        )
+        let transport = APNsPushTransport(
+            endpoints: [.production: endpoint],
+            defaultIdentity: .token(simulator.identity),
+            logger: logger
+        )
+        let ledger = DeliveryLedger(store: store)
+        let gateway = PushGateway(
+            store: store,
+            ledger: ledger,
+            registry: TokenRegistry(store: store, logger: logger),
+            transport: transport,
+            configuration: PushGatewayConfiguration(queueCapacityPerTenant: 10_000, workers: 1000),
+            logger: logger
+        )
+        let running = Task { await gateway.run() }
+        let started = ContinuousClock.now
+        for delivery in deliveries { await gateway.enqueue(delivery) }
+        while await gateway.statistics.accepted < pushes {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let seconds = started.duration(to: .now).seconds
+        running.cancel()
+        await transport.shutdown()
+        return ["pushes": pushes, "seconds": seconds, "pushesPerSecond": Double(pushes) / seconds]
+    }
+}
+
+enum Summary {
+    static func text(_ results: [String: Any]) -> String {
+        func number(_ value: Any?, _ digits: Int = 0) -> String {
+            guard let value = value as? Double ?? (value as? Int).map(Double.init) else { return "-" }
+            return String(format: "%.\(digits)f", value)
+        }
+        var lines = ["Summary"]
+        let ceiling = results["simulatorCeiling"] as? [String: Any]
+        lines.append("  simulator ceiling (h2load POST): \(number(ceiling?["requestsPerSecond"])) req/s")
+        for name in ["burst", "rejections"] {
+            guard let run = results[name] as? [String: Any] else { continue }
+            lines.append(
+                "  \(name): \(number(run["users"])) users, last answer after \(number(run["secondsToLastAnswer"], 1)) s, "
+                    + "\(number(run["acceptedPerSecond"])) accepted/s, ledger durable after "
+                    + "\(number(run["secondsToLedgerDurable"], 1)) s, peak RSS "
+                    + "\(number((run["peakRSSBytes"] as? Int).map { Double($0) / 1_048_576 })) MiB, "
+                    + "tokens removed \(number(run["tokensRemoved"])), quarantined \(number(run["tokensQuarantined"]))"
+            )
+        }
+        if let rest = results["rest"] as? [String: Any] {
+            let broker = rest["broker"] as? [String: Any]
+            let reference = rest["nghttpd"] as? [String: Any]
+            lines.append(
+                "  GET /CurrentImpulse: broker \(number(broker?["requestsPerSecond"])) req/s "
+                    + "(p50 \(number(broker?["p50Milliseconds"], 2)) ms, p99 \(number(broker?["p99Milliseconds"], 2)) ms), "
+                    + "nghttpd \(number(reference?["requestsPerSecond"])) req/s "
+                    + "(p50 \(number(reference?["p50Milliseconds"], 2)) ms, p99 \(number(reference?["p99Milliseconds"], 2)) ms), "
+                    + "ratio \(number(rest["ratio"], 3))"
+            )
+        }
+        if let peer = results["peer"] as? [String: Any] {
+            let gateway = peer["gateway"] as? [String: Any]
+            let aioapns = peer["aioapns"] as? [String: Any]
+            lines.append(
+                "  push gateway alone \(number(gateway?["pushesPerSecond"])) pushes/s, aioapns "
+                    + "\(number(aioapns?["pushesPerSecond"])) pushes/s, ratio \(number(peer["ratio"], 1))"
+            )
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

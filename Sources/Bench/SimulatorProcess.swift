@@ -1,0 +1,109 @@
+import Crypto
+import Foundation
+import Gateway
+import NIOCore
+import NIOSSL
+import Synchronization
+
+/// `broker apns-simulator --benchmark` in its own process (so it does not share the broker's memory or actors).
+final class SimulatorProcess: Sendable {
+    let port: Int
+    let work: String
+    let identity: APNsSigningIdentity
+    private let process: Mutex<Process?>
+
+    var certificatePath: String { work + "/tls/self-signed.crt" }
+    var keyPath: String { work + "/AuthKey.p8" }
+
+    private init(port: Int, work: String, identity: APNsSigningIdentity, process: Process) {
+        self.port = port
+        self.work = work
+        self.identity = identity
+        self.process = Mutex(process)
+    }
+
+    static var brokerBinary: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("broker").path
+    }
+
+    static func start(work: String) async throws -> SimulatorProcess {
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: work + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        let identity = APNsSigningIdentity(teamID: "BENCHTEAM1", keyID: "BENCHKEY01", key: key)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: brokerBinary)
+        process.arguments = [
+            "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", work, "--key", "BENCHKEY01=\(work)/AuthKey.p8",
+            "--benchmark", "--max-streams", "1000", "--log-level", "error",
+        ]
+        let output = Mutex("")
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let text = String(decoding: handle.availableData, as: UTF8.self)
+            output.withLock { $0 += text }
+        }
+        try process.run()
+        for _ in 0..<500 {
+            if let match = output.withLock({ $0 }).firstMatch(of: #/127\.0\.0\.1:(\d+) /#), let port = Int(match.1) {
+                return SimulatorProcess(port: port, work: work, identity: identity, process: process)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.terminate()
+        throw BenchError("the simulator did not start: \(output.withLock { $0 })")
+    }
+
+    func stop() {
+        process.withLock {
+            $0?.terminate()
+            $0?.waitUntilExit()
+            $0 = nil
+        }
+    }
+
+    func tls() -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .file(certificatePath)
+        return tls
+    }
+
+    /// One control request on a fresh connection.
+    func control(_ method: String, _ path: String, _ body: String? = nil) async throws -> HTTP2Message {
+        let connection = try await HTTP2ClientConnection.connect(
+            host: "127.0.0.1",
+            port: port,
+            tls: tls(),
+            serverHostname: "localhost"
+        )
+        defer { Task { await connection.close() } }
+        return try await connection.send(
+            [
+                HTTP2Header(":method", method), HTTP2Header(":scheme", "https"), HTTP2Header(":path", path),
+                HTTP2Header(":authority", "localhost"),
+            ],
+            body: body.map { ByteBuffer(string: $0) },
+            deadline: .seconds(10)
+        )
+    }
+
+    /// Clears the counts and sets the share of dead tokens.
+    func prepare(deadPercent: Int) async throws {
+        _ = try await control("DELETE", "/_simulator/accepted")
+        _ = try await control("PUT", "/_simulator/faults", #"{"deadTokenPercent": \#(deadPercent)}"#)
+    }
+
+    func counts() async throws -> (accepted: Int, rejected: Int) {
+        let reply = try await control("GET", "/_simulator/accepted?limit=0")
+        let json = try JSONSerialization.jsonObject(with: Data(reply.body.readableBytesView)) as? [String: Any]
+        return (json?["accepted"] as? Int ?? 0, json?["rejected"] as? Int ?? 0)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Synchronization
+
+/// Tenants and their impulses for the push path, re-read after `ttl`: a push needs the title and the topic,
+/// and a million pushes must not cost two million store reads. A catalog or tenant change is seen within `ttl`.
+final class CatalogCache: Sendable {
+    private struct Entry {
+        var tenant: Tenant?
+        var impulses: [ImpulseID: Impulse]
+        var loadedAt: ContinuousClock.Instant
+    }
+
+    private let store: any BrokerStore
+    private let ttl: Duration
+    private let entries = Mutex<[TenantID: Entry]>([:])
+
+    init(store: any BrokerStore, ttl: Duration = .seconds(60)) {
+        self.store = store
+        self.ttl = ttl
+    }
+
+    func tenant(_ id: TenantID) async throws -> Tenant? {
+        try await entry(id).tenant
+    }
+
+    func impulse(tenant: TenantID, id: ImpulseID) async throws -> Impulse? {
+        if let impulse = try await entry(tenant).impulses[id] { return impulse }
+        // Imported since the last load: read it alone rather than waiting for the next refresh.
+        return try await store.impulse(tenant: tenant, id: id)
+    }
+
+    private func entry(_ id: TenantID) async throws -> Entry {
+        if let cached = entries.withLock({ $0[id] }), cached.loadedAt.duration(to: .now) < ttl { return cached }
+        // Concurrent misses may load twice; the last one wins, and both are correct.
+        let tenant = try await store.tenant(id)
+        let impulses = try await store.impulses(tenant: id)
+        let entry = Entry(
+            tenant: tenant,
+            impulses: Dictionary(impulses.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }),
+            loadedAt: .now
+        )
+        entries.withLock { $0[id] = entry }
+        return entry
+    }
+}
