@@ -73,7 +73,7 @@ struct APNsValidationTests {
 
 @Suite("APNs simulator modes and faults", .timeLimit(.minutes(1)))
 struct APNsSimulatorModeTests {
-    @Test("Benchmark mode answers 200 to anything and records nothing")
+    @Test("Benchmark mode answers 200 to anything, counts but records nothing, and can declare a share of tokens dead")
     func benchmark() async throws {
         let (serverTLS, clientTLS) = try EnginePair.tls()
         let simulator = APNsSimulator(
@@ -88,8 +88,21 @@ struct APNsSimulatorModeTests {
         )
         let reply = try await connection.send(EnginePair.post("/3/device/not-hex").0, deadline: .seconds(5))
         #expect(reply.status == 200)
-        #expect(simulator.counts.accepted == 0 && simulator.accepted.isEmpty)
+        #expect(simulator.counts.accepted == 1 && simulator.accepted.isEmpty)
         #expect(try await connection.streamState().maxConcurrentStreams == 1000)
+        var faults = SimulatorFaults()
+        faults.deadTokenPercent = 30
+        simulator.setFaults(faults)
+        var statuses: [Int: Int] = [:]
+        for n in 0..<300 {
+            let token = String(format: "%064x", n)
+            let answer = try await connection.send(EnginePair.post("/3/device/\(token)").0, deadline: .seconds(5))
+            statuses[answer.status ?? 0, default: 0] += 1
+            // The same tokens are dead in every run: the verdict is a stable hash of the token.
+            #expect((answer.status != 200) == APNsSimulator.isDead(token: Substring(token), 30))
+        }
+        #expect((60...120).contains((statuses[410] ?? 0) + (statuses[400] ?? 0)), "\(statuses)")
+        #expect((statuses[410] ?? 0) > 0 && (statuses[400] ?? 0) > 0)
         await connection.close()
         await simulator.stop()
     }

@@ -55,6 +55,8 @@ public actor PushGateway {
     private var nextWaiter: UInt64 = 0
     /// Deliveries queued or in flight: a second enqueue of one of them (a sweep, a restart) is ignored.
     private var pending: Set<DeliveryID> = []
+    /// Deliveries a paused tenant put back into its queue while their push was running.
+    private var requeued: Set<DeliveryID> = []
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
     private var paused: [TenantID: String] = [:]
     private var stopping = false
@@ -155,14 +157,14 @@ public actor PushGateway {
         while !stopping {
             for _ in 0..<rotation.count {
                 guard let tenant = rotation.popFirst() else { break }
-                guard var queue = queues[tenant], !queue.isEmpty else {
+                guard let depth = queues[tenant]?.count, depth > 0 else {
                     queues[tenant] = nil
                     continue
                 }
                 rotation.append(tenant)
                 if paused[tenant] != nil { continue }
-                let delivery = queue.removeFirst()
-                queues[tenant] = queue
+                // Popped in place: copying the queue out and back would copy every waiting delivery.
+                guard let delivery = queues[tenant]?.popFirst() else { continue }
                 if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
                 inFlight += 1
                 return delivery
@@ -182,7 +184,7 @@ public actor PushGateway {
     private func finished(_ delivery: Delivery) {
         inFlight -= 1
         // A delivery requeued by a paused tenant is back in its queue: still pending.
-        if !(queues[delivery.tenant]?.contains { $0.id == delivery.id } ?? false) { pending.remove(delivery.id) }
+        if requeued.remove(delivery.id) == nil { pending.remove(delivery.id) }
     }
 
     private func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {
@@ -195,6 +197,7 @@ public actor PushGateway {
         paused[tenant] = reason
         if queues[tenant] == nil { rotation.append(tenant) }
         queues[tenant, default: []].prepend(delivery)
+        requeued.insert(delivery.id)
     }
 
     private func count(_ update: (inout PushStatistics) -> Void) {
