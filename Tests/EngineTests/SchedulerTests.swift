@@ -318,3 +318,30 @@ struct SelectionHistoryStoreTests {
         #expect(histories[f.globexA.id] == SelectionHistory())
     }
 }
+
+@Suite("Push targets")
+struct PushTargetStoreTests {
+    @Test("Devices and unread counts for a batch of users, in their tenant only")
+    func batch() async throws {
+        let f = try await StoreFixture.make()
+        _ = try await f.store.registerDevice(try f.device(f.a, token: String(repeating: "0a", count: 32)))
+        _ = try await f.store.registerDevice(try f.device(f.a, token: String(repeating: "0b", count: 32)))
+        _ = try await f.store.registerDevice(try f.device(f.globexA, token: String(repeating: "0c", count: 32)))
+        _ = try await f.store.recordDeliveries(
+            try [f.a, f.a, f.globexA].map {
+                NewDelivery(
+                    tenant: $0.tenant,
+                    user: $0.id,
+                    impulse: try ImpulseID("one"),
+                    kind: .manual,
+                    assignedAt: Date()
+                )
+            }
+        )
+        let targets = try await f.store.pushTargets(tenant: f.acme, users: [f.a.id, f.b.id, f.globexA.id])
+        #expect(targets[f.a.id]?.devices.count == 2)
+        #expect(targets[f.a.id]?.unreadCount == 2)
+        #expect(targets[f.b.id] == PushTarget(devices: [], unreadCount: 0))
+        #expect(targets[f.globexA.id] == PushTarget(devices: [], unreadCount: 0))  // asked under acme
+    }
+}

@@ -47,6 +47,7 @@ public struct BrokerMetrics: Sendable {
     // Handles with fixed labels, made once: the store records every statement.
     private let storeRead: CoreMetrics.Timer
     private let storeWrite: CoreMetrics.Timer
+    private let handles = HandleCache()
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
@@ -96,8 +97,11 @@ public struct BrokerMetrics: Sendable {
             case .rejected(_, let reason, _): ("rejected", reasonLabel(reason))
             case .transportFailure: ("transport_failure", "")
             }
-        counter(Name.pushes, [("tenant", tenant), ("outcome", outcome), ("reason", reason)]).increment()
-        timer(Name.apnsDuration, [("tenant", tenant)]).recordNanoseconds(duration.nanoseconds)
+        // One push per device per attempt: the handles are looked up in a small cache, not the registry.
+        handles.counter("\(tenant)|\(outcome)|\(reason)") {
+            counter(Name.pushes, [("tenant", tenant), ("outcome", outcome), ("reason", reason)])
+        }.increment()
+        handles.timer(tenant) { timer(Name.apnsDuration, [("tenant", tenant)]) }.recordNanoseconds(duration.nanoseconds)
     }
 
     /// A token event: `registered`, `moved`, `unregistered`, `quarantined` or `removed`.
@@ -121,6 +125,26 @@ public struct BrokerMetrics: Sendable {
 
     public func storeOperation(_ operation: String, duration: Duration) {
         (operation == "write" ? storeWrite : storeRead).recordNanoseconds(duration.nanoseconds)
+    }
+}
+
+/// Metric handles by label values, for the per-push path (the label sets are closed, so this stays small).
+final class HandleCache: Sendable {
+    private let counters = Mutex<[String: Counter]>([:])
+    private let timers = Mutex<[String: CoreMetrics.Timer]>([:])
+
+    func counter(_ key: String, make: () -> Counter) -> Counter {
+        if let cached = counters.withLock({ $0[key] }) { return cached }
+        let made = make()
+        counters.withLock { $0[key] = made }
+        return made
+    }
+
+    func timer(_ key: String, make: () -> CoreMetrics.Timer) -> CoreMetrics.Timer {
+        if let cached = timers.withLock({ $0[key] }) { return cached }
+        let made = make()
+        timers.withLock { $0[key] = made }
+        return made
     }
 }
 

@@ -49,7 +49,13 @@ public actor PushGateway {
     /// Tenants and impulses read once a minute, not once per push.
     private let catalog: CatalogCache
 
-    private var queues: [TenantID: Deque<Delivery>] = [:]
+    /// A queued push: the delivery and, when the producer read it ahead, its devices and badge.
+    struct Job {
+        var delivery: Delivery
+        var target: PushTarget?
+    }
+
+    private var queues: [TenantID: Deque<Job>] = [:]
     private var rotation: Deque<TenantID> = []
     private var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
     private var nextWaiter: UInt64 = 0
@@ -86,7 +92,7 @@ public actor PushGateway {
     /// queued: already pending, the gateway is stopping, or the caller was cancelled while waiting (the delivery
     /// stays unpushed in the ledger and is pushed again later).
     @discardableResult
-    public func enqueue(_ delivery: Delivery) async -> Bool {
+    public func enqueue(_ delivery: Delivery, target: PushTarget? = nil) async -> Bool {
         guard !pending.contains(delivery.id) else { return false }
         while (queues[delivery.tenant]?.count ?? 0) >= configuration.queueCapacityPerTenant, !stopping {
             if Task.isCancelled { return false }
@@ -100,7 +106,7 @@ public actor PushGateway {
         }
         guard !stopping, !Task.isCancelled, !pending.contains(delivery.id) else { return false }
         if queues[delivery.tenant] == nil { rotation.append(delivery.tenant) }
-        queues[delivery.tenant, default: []].append(delivery)
+        queues[delivery.tenant, default: []].append(Job(delivery: delivery, target: target))
         pending.insert(delivery.id)
         wakeWorker()
         return true
@@ -153,7 +159,7 @@ public actor PushGateway {
     }
 
     /// The next delivery, taking tenants in turn and skipping paused ones; nil when stopping.
-    private func next() async -> Delivery? {
+    private func next() async -> Job? {
         while !stopping {
             for _ in 0..<rotation.count {
                 guard let tenant = rotation.popFirst() else { break }
@@ -164,10 +170,10 @@ public actor PushGateway {
                 rotation.append(tenant)
                 if paused[tenant] != nil { continue }
                 // Popped in place: copying the queue out and back would copy every waiting delivery.
-                guard let delivery = queues[tenant]?.popFirst() else { continue }
+                guard let job = queues[tenant]?.popFirst() else { continue }
                 if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
                 inFlight += 1
-                return delivery
+                return job
             }
             await withCheckedContinuation { idleWorkers.append($0) }
         }
@@ -175,9 +181,9 @@ public actor PushGateway {
     }
 
     private func work() async {
-        while let delivery = await next() {
-            await push(delivery)
-            finished(delivery)
+        while let job = await next() {
+            await push(job.delivery, target: job.target)
+            finished(job.delivery)
         }
     }
 
@@ -196,7 +202,8 @@ public actor PushGateway {
         }
         paused[tenant] = reason
         if queues[tenant] == nil { rotation.append(tenant) }
-        queues[tenant, default: []].prepend(delivery)
+        // Devices are read again when it is retried: they may change while the tenant is paused.
+        queues[tenant, default: []].prepend(Job(delivery: delivery, target: nil))
         requeued.insert(delivery.id)
     }
 
@@ -205,21 +212,26 @@ public actor PushGateway {
     }
 
     /// Pushes one delivery to each of its user's devices and executes what each outcome calls for.
-    private nonisolated func push(_ delivery: Delivery) async {
+    private nonisolated func push(_ delivery: Delivery, target: PushTarget?) async {
         let tenantID = delivery.tenant
         do {
             guard let tenant = try await catalog.tenant(tenantID),
                 let impulse = try await catalog.impulse(tenant: tenantID, id: delivery.impulse)
             else { return }
-            let devices = try await registry.devices(tenant: tenant, user: delivery.user).filter {
-                $0.quarantinedAt == nil
-            }
+            var all = target?.devices
+            if all == nil { all = try await registry.devices(tenant: tenant, user: delivery.user) }
+            let devices = (all ?? []).filter { $0.quarantinedAt == nil }
             guard !devices.isEmpty else {
                 await count { $0.withoutDevice += 1 }
                 try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
                 return
             }
-            let badge = try await ledger.badge(tenant: tenantID, user: delivery.user)
+            let badge: Int
+            if let target {
+                badge = target.unreadCount
+            } else {
+                badge = try await ledger.badge(tenant: tenantID, user: delivery.user)
+            }
             var acceptedID: String?
             var requeued = false
             var deferred = false

@@ -31,3 +31,17 @@ public protocol PushTransport: Sendable {
     /// Makes fresh provider credentials for the tenant and retires its connections (after ExpiredProviderToken).
     func renewCredentials(tenant: TenantID) async
 }
+
+/// What a push needs besides the delivery, read ahead for a batch: the user's devices and the badge.
+///
+/// The badge is the unread count when the batch was read; a read in the moments before the push makes it one too
+/// high until the next push, which the app corrects when it fetches.
+public struct PushTarget: Sendable, Equatable {
+    public var devices: [Device]
+    public var unreadCount: Int
+
+    public init(devices: [Device], unreadCount: Int) {
+        self.devices = devices
+        self.unreadCount = unreadCount
+    }
+}

@@ -268,9 +268,13 @@ public actor Scheduler {
     private func push(_ deliveries: [Delivery]) async throws -> Int {
         guard let gateway else { return 0 }
         var queued = 0
-        for delivery in deliveries {
-            try Task.checkCancellation()
-            if await gateway.enqueue(delivery) { queued += 1 }
+        // Devices and badges for the whole batch in a few statements, so a push costs the gateway no store read.
+        for (tenant, group) in Dictionary(grouping: deliveries, by: \.tenant) {
+            let targets = try await store.pushTargets(tenant: tenant, users: Array(Set(group.map(\.user))))
+            for delivery in group {
+                try Task.checkCancellation()
+                if await gateway.enqueue(delivery, target: targets[delivery.user]) { queued += 1 }
+            }
         }
         return queued
     }
