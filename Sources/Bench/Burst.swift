@@ -65,12 +65,10 @@ enum Burst {
             if started.duration(to: .now) > .seconds(3600) { throw BenchError("gave up after an hour: \(finished)") }
             if lastReport.duration(to: .now) > .seconds(5) {
                 lastReport = .now
-                FileHandle.standardError.write(
-                    Data(
-                        "  \(work.split(separator: "/").last ?? ""): \(finished.accepted + finished.rejected)/\(users)\n"
-                            .utf8
-                    )
-                )
+                let queued = await gateway.snapshot().queued.values.reduce(0, +)
+                let done = finished.accepted + finished.rejected
+                let name = work.split(separator: "/").last ?? ""
+                FileHandle.standardError.write(Data("  \(name): \(done)/\(users), queued \(queued)\n".utf8))
             }
             try await Task.sleep(for: .milliseconds(20))
         }

@@ -40,6 +40,9 @@ public final class SQLiteStore: BrokerStore {
         config.maximumReaderCount = configuration.maximumReaderCount
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // 16 MiB of page cache per connection (the default is 2): the dispatch reads the due index, users
+            // and deliveries in batches, and re-reading pages from the kernel dominated a burst's profile.
+            try db.execute(sql: "PRAGMA cache_size = -16384")
         }
         do {
             self.pool = try DatabasePool(path: configuration.path, configuration: config)

@@ -58,7 +58,8 @@ public struct APNsNotification: Sendable, Equatable {
         var bytes = Array(SHA256.hash(data: Data(parts.joined(separator: "\u{1F}").utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        let hex = String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
         let index = hex.startIndex
         func slice(_ from: Int, _ to: Int) -> Substring {
             hex[hex.index(index, offsetBy: from)..<hex.index(index, offsetBy: to)]
@@ -97,11 +98,34 @@ public struct ImpulsePayload: Sendable {
         self.sound = sound
     }
 
+    /// The payload as JSON with sorted keys, written directly: this runs once per push, and going through
+    /// `JSONSerialization` (bridging to dictionaries of `Any`) cost more than the rest of the push.
     public func encoded() throws -> Data {
-        var alert: [String: String] = ["title": title]
-        if let body { alert["body"] = body }
-        var aps: [String: Any] = ["alert": alert, "badge": max(0, badge)]
-        if let sound { aps["sound"] = sound }
-        return try JSONSerialization.data(withJSONObject: ["aps": aps, "impulseID": impulseID], options: [.sortedKeys])
+        var json = #"{"aps":{"alert":{"#
+        if let body { json += #""body":"# + Self.quoted(body) + "," }
+        json += #""title":"# + Self.quoted(title) + #"},"badge":"# + String(max(0, badge))
+        if let sound { json += #","sound":"# + Self.quoted(sound) }
+        json += #"},"impulseID":"# + Self.quoted(impulseID) + "}"
+        return Data(json.utf8)
+    }
+
+    /// A JSON string literal: quotes, backslashes and control characters escaped (RFC 8259, section 7).
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        out.reserveCapacity(text.utf8.count + 2)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 }
