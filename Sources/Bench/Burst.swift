@@ -25,6 +25,7 @@ enum Burst {
         )
         let seedStarted = ContinuousClock.now
         try await seed(store, users: users)
+        try await plan(store, users: users, logger: logger)
         let seedSeconds = seedStarted.duration(to: .now).seconds
         try await simulator.prepare(deadPercent: deadPercent)
 
@@ -100,6 +101,23 @@ enum Burst {
             "simulatorAccepted": sim.accepted,
             "simulatorRejected": sim.rejected,
         ]
+    }
+
+    /// Plans every row of the due index, as happens the day before in steady state (a new user's row is planned
+    /// when the user is created): the timed burst then starts from rows that are due, not rows to plan.
+    static func plan(_ store: SQLiteStore, users: Int, logger: Logger) async throws {
+        let planner = Scheduler(
+            store: store,
+            ledger: DeliveryLedger(store: store),
+            gateway: nil,
+            configuration: SchedulerConfiguration(batchSize: 5000, spreadWindow: .zero),
+            logger: logger
+        )
+        while planner.statistics.planned < users {
+            let before = planner.statistics.planned
+            try await planner.tick(now: Date())
+            guard planner.statistics.planned > before else { throw BenchError("planning stalled at \(before)") }
+        }
     }
 
     /// A tenant whose users are all due this minute (UTC), one device each, in batches of one transaction.
