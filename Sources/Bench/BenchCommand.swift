@@ -99,7 +99,6 @@ enum Machine {
 
     /// Resets VmHWM to the current RSS (Linux: writing 5 to clear_refs), so a phase's peak excludes setup.
     static func resetPeakRSS() {
-        FileManager.default.createFile(atPath: "/proc/self/clear_refs", contents: Data("5".utf8))
         if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
             handle.write(Data("5".utf8))
             try? handle.close()

@@ -63,6 +63,7 @@ enum Peer {
         let store = try await SQLiteStore(configuration: .init(path: work + "/broker.sqlite"), logger: logger)
         try await Burst.seed(store, users: pushes)
         let tenant = try TenantID("bench")
+        let impulse = try ImpulseID("impulse-1")
         var deliveries: [Delivery] = []
         var next: Int64 = 1
         while next <= Int64(pushes) {
@@ -72,7 +73,7 @@ enum Peer {
                     NewDelivery(
                         tenant: tenant,
                         user: UserID($0),
-                        impulse: try! ImpulseID("impulse-1"),  // a constant, valid id
+                        impulse: impulse,
                         kind: .manual,
                         assignedAt: Date(),
                         awaitsPush: true

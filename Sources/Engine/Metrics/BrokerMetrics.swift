@@ -74,16 +74,23 @@ public struct BrokerMetrics: Sendable {
 
     public func reasonLabel(_ reason: String) -> String { Self.knownReasons.contains(reason) ? reason : "other" }
 
+    // Handles are kept by name and labels: every request and push records, and the label sets are closed.
     public func counter(_ name: String, _ dimensions: [(String, String)] = []) -> Counter {
-        Counter(label: name, dimensions: dimensions, factory: factory)
+        handles.counter(Self.key(name, dimensions)) { Counter(label: name, dimensions: dimensions, factory: factory) }
     }
 
     public func timer(_ name: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Timer {
-        CoreMetrics.Timer(label: name, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
+        handles.timer(Self.key(name, dimensions)) {
+            CoreMetrics.Timer(label: name, dimensions: dimensions, preferredDisplayUnit: .seconds, factory: factory)
+        }
     }
 
     public func gauge(_ name: String, _ dimensions: [(String, String)] = []) -> Gauge {
         Gauge(label: name, dimensions: dimensions, factory: factory)
+    }
+
+    private static func key(_ name: String, _ dimensions: [(String, String)]) -> String {
+        dimensions.reduce(name) { $0 + "|" + $1.0 + "=" + $1.1 }
     }
 
     // MARK: Events recorded by the engine
@@ -97,11 +104,8 @@ public struct BrokerMetrics: Sendable {
             case .rejected(_, let reason, _): ("rejected", reasonLabel(reason))
             case .transportFailure: ("transport_failure", "")
             }
-        // One push per device per attempt: the handles are looked up in a small cache, not the registry.
-        handles.counter("\(tenant)|\(outcome)|\(reason)") {
-            counter(Name.pushes, [("tenant", tenant), ("outcome", outcome), ("reason", reason)])
-        }.increment()
-        handles.timer(tenant) { timer(Name.apnsDuration, [("tenant", tenant)]) }.recordNanoseconds(duration.nanoseconds)
+        counter(Name.pushes, [("tenant", tenant), ("outcome", outcome), ("reason", reason)]).increment()
+        timer(Name.apnsDuration, [("tenant", tenant)]).recordNanoseconds(duration.nanoseconds)
     }
 
     /// A token event: `registered`, `moved`, `unregistered`, `quarantined` or `removed`.
@@ -128,7 +132,7 @@ public struct BrokerMetrics: Sendable {
     }
 }
 
-/// Metric handles by label values, for the per-push path (the label sets are closed, so this stays small).
+/// Metric handles by name and label values (the label sets are closed, so this stays small).
 final class HandleCache: Sendable {
     private let counters = Mutex<[String: Counter]>([:])
     private let timers = Mutex<[String: CoreMetrics.Timer]>([:])

@@ -112,9 +112,6 @@ public actor PushGateway {
         return true
     }
 
-    /// Whether a delivery is queued or being pushed.
-    public func isPending(_ delivery: DeliveryID) -> Bool { pending.contains(delivery) }
-
     private func release(waiter: UInt64, tenant: TenantID) {
         guard let index = blockedProducers[tenant]?.firstIndex(where: { $0.id == waiter }) else { return }
         blockedProducers[tenant]?.remove(at: index).continuation.resume()

@@ -145,15 +145,7 @@ public actor Scheduler {
         var statistics = SchedulerStatistics()
         for entry in due {
             guard let tenant = try await tenantState(entry.tenant)?.tenant else {
-                updates.append(
-                    .init(
-                        tenant: entry.tenant,
-                        user: entry.user,
-                        expectedFireAt: entry.fireAt,
-                        delivery: nil,
-                        next: nil
-                    )
-                )
+                updates.append(.move(entry, to: nil))
                 continue
             }
             switch planner.decide(entry, tenant: tenant, now: now) {
@@ -166,37 +158,13 @@ public actor Scheduler {
                     "day skipped: its time passed longer ago than the staleness limit",
                     metadata: ["tenant.id": "\(entry.tenant)", "user.id": "\(entry.user)", "local.date": "\(date)"]
                 )
-                updates.append(
-                    .init(
-                        tenant: entry.tenant,
-                        user: entry.user,
-                        expectedFireAt: entry.fireAt,
-                        delivery: nil,
-                        next: next
-                    )
-                )
+                updates.append(.move(entry, to: next))
             case .plan(let next):
                 statistics.planned += 1
-                updates.append(
-                    .init(
-                        tenant: entry.tenant,
-                        user: entry.user,
-                        expectedFireAt: entry.fireAt,
-                        delivery: nil,
-                        next: next
-                    )
-                )
+                updates.append(.move(entry, to: next))
             case .park:
                 statistics.parked += 1
-                updates.append(
-                    .init(
-                        tenant: entry.tenant,
-                        user: entry.user,
-                        expectedFireAt: entry.fireAt,
-                        delivery: nil,
-                        next: nil
-                    )
-                )
+                updates.append(.move(entry, to: nil))
             }
         }
         let since = now.addingTimeInterval(-Double(configuration.repeatWindowDays) * 86_400)
@@ -287,6 +255,13 @@ public actor Scheduler {
         let catalog = CatalogIndex(try await store.impulses(tenant: id))
         tenants[id] = (tenant, catalog, .now)
         return (tenant, catalog)
+    }
+}
+
+extension ScheduleUpdate {
+    /// Moves a row without recording a delivery (planning, a stale day, parking: `next` nil).
+    static func move(_ entry: ScheduleEntry, to next: PlannedFire?) -> ScheduleUpdate {
+        ScheduleUpdate(tenant: entry.tenant, user: entry.user, expectedFireAt: entry.fireAt, delivery: nil, next: next)
     }
 }
 

@@ -156,13 +156,22 @@ extension SQLiteStore {
         """
 
     static func deliveredImpulse(from row: Row) throws -> DeliveredImpulse {
+        // The join aliases the delivery's id and tenant: the impulse's columns carry the same names.
+        DeliveredImpulse(
+            delivery: delivery(from: row, id: "d_id", tenant: "d_tenant_id"),
+            impulse: try impulse(from: row)
+        )
+    }
+
+    /// A `deliveries` row; `id` and `tenant` name its id and tenant columns (aliased in joins).
+    static func delivery(from row: Row, id: String = "id", tenant: String = "tenant_id") -> Delivery {
         let kind: String = row["kind"]
         let pushedAt: Double? = row["pushed_at"]
         let fetchedAt: Double? = row["fetched_at"]
         let readAt: Double? = row["read_at"]
-        let delivery = Delivery(
-            id: DeliveryID(row["d_id"]),
-            tenant: TenantID(trusted: row["d_tenant_id"]),
+        return Delivery(
+            id: DeliveryID(row[id]),
+            tenant: TenantID(trusted: row[tenant]),
             user: UserID(row["user_id"]),
             impulse: ImpulseID(trusted: row["impulse_id"]),
             kind: DeliveryKind(rawValue: kind) ?? .manual,
@@ -173,6 +182,5 @@ extension SQLiteStore {
             fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
             readAt: readAt.map(Date.init(unixSeconds:))
         )
-        return DeliveredImpulse(delivery: delivery, impulse: try impulse(from: row))
     }
 }

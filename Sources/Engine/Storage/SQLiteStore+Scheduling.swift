@@ -118,7 +118,7 @@ extension SQLiteStore {
                 db,
                 sql: Self.unsettledSQL,
                 arguments: [after?.rawValue ?? 0, assignedAfter.unixSeconds, max(0, limit)]
-            ).map(Self.delivery(from:))
+            ).map { Self.delivery(from: $0) }
         }
     }
 
@@ -250,26 +250,6 @@ extension SQLiteStore {
             impulse: ImpulseID(trusted: row["impulse_id"]),
             fireAt: Date(unixSeconds: row["fire_at"]),
             createdAt: Date(unixSeconds: row["created_at"])
-        )
-    }
-
-    static func delivery(from row: Row) -> Delivery {
-        let kind: String = row["kind"]
-        let pushedAt: Double? = row["pushed_at"]
-        let fetchedAt: Double? = row["fetched_at"]
-        let readAt: Double? = row["read_at"]
-        return Delivery(
-            id: DeliveryID(row["id"]),
-            tenant: TenantID(trusted: row["tenant_id"]),
-            user: UserID(row["user_id"]),
-            impulse: ImpulseID(trusted: row["impulse_id"]),
-            kind: DeliveryKind(rawValue: kind) ?? .manual,
-            localDate: row["local_date"],
-            assignedAt: Date(unixSeconds: row["assigned_at"]),
-            pushedAt: pushedAt.map(Date.init(unixSeconds:)),
-            apnsID: row["apns_id"],
-            fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
-            readAt: readAt.map(Date.init(unixSeconds:))
         )
     }
 }
