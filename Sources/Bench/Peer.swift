@@ -103,6 +103,7 @@ enum Peer {
             logger: logger
         )
         let running = Task { await gateway.run() }
+        FileHandle.standardError.write(Data("  peer: the gateway pushes \(pushes) deliveries\n".utf8))
         let started = ContinuousClock.now
         for delivery in deliveries { await gateway.enqueue(delivery) }
         while await gateway.statistics.accepted < pushes {

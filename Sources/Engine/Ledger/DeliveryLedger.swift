@@ -1,5 +1,21 @@
 import Foundation
 
+/// The push gateway's outcome for one delivery: pushed (APNs accepted it under `apnsID`) or settled without an
+/// accepted push (no device, every device rejected).
+public struct PushSettlement: Sendable, Equatable {
+    public var tenant: TenantID
+    public var user: UserID
+    public var delivery: DeliveryID
+    public var apnsID: String?
+
+    public init(tenant: TenantID, user: UserID, delivery: DeliveryID, apnsID: String?) {
+        self.tenant = tenant
+        self.user = user
+        self.delivery = delivery
+        self.apnsID = apnsID
+    }
+}
+
 /// A page of a user's deliveries.
 public struct LedgerPage: Sendable {
     /// Newest first.
@@ -14,6 +30,7 @@ public struct LedgerPage: Sendable {
 public final class DeliveryLedger: Sendable {
     private let store: any BrokerStore
     private let shards: [LedgerShard]
+    private let writer: MarkWriter
     private let metrics: BrokerMetrics
 
     public init(
@@ -24,13 +41,18 @@ public final class DeliveryLedger: Sendable {
         self.store = store
         self.metrics = metrics
         let writer = MarkWriter(store: store, metrics: metrics)
+        self.writer = writer
         self.shards = (0..<configuration.shardCount).map { _ in
             LedgerShard(store: store, writer: writer, configuration: configuration)
         }
     }
 
+    private func shardIndex(_ user: UserID) -> Int {
+        Int(UInt64(bitPattern: user.rawValue) % UInt64(shards.count))
+    }
+
     private func shard(_ user: UserID) -> LedgerShard {
-        shards[Int(UInt64(bitPattern: user.rawValue) % UInt64(shards.count))]
+        shards[shardIndex(user)]
     }
 
     /// Records assignments durably in one transaction and returns the rows that were new.
@@ -100,6 +122,26 @@ public final class DeliveryLedger: Sendable {
             DeliveryMark(tenant: tenant, delivery: delivery, kind: .pushed(apnsID: apnsID), at: now),
             user: user
         )
+    }
+
+    /// Records the push gateway's outcomes for a batch (pushed with the apns-id APNs accepted, or settled without
+    /// one) durably in one group commit, then in the hot state of users held in memory.
+    public func record(_ settlements: [PushSettlement], at now: Date = Date()) async throws {
+        guard !settlements.isEmpty else { return }
+        let marks = settlements.map {
+            DeliveryMark(
+                tenant: $0.tenant,
+                delivery: $0.delivery,
+                kind: $0.apnsID.map { .pushed(apnsID: $0) } ?? .settled,
+                at: now
+            )
+        }
+        try await writer.write(marks)
+        var byShard: [Int: [(mark: DeliveryMark, user: UserID)]] = [:]
+        for (settlement, mark) in zip(settlements, marks) {
+            byShard[shardIndex(settlement.user), default: []].append((mark, settlement.user))
+        }
+        for (index, group) in byShard { await shards[index].applied(group) }
     }
 
     /// Records that the push gateway is done with a delivery that was not accepted anywhere, so a restart does

@@ -110,6 +110,11 @@ actor LedgerShard {
         users[Key(tenant: mark.tenant, user: user)]?.apply([mark])
     }
 
+    /// Applies marks already written to the hot state of the users held in memory.
+    func applied(_ marks: [(mark: DeliveryMark, user: UserID)]) {
+        for (mark, user) in marks { users[Key(tenant: mark.tenant, user: user)]?.apply([mark]) }
+    }
+
     /// The unread count if the user is in memory; nil otherwise (nothing is loaded).
     func cachedUnreadCount(tenant: TenantID, user: UserID) -> Int? {
         users[Key(tenant: tenant, user: user)]?.unreadCount

@@ -8,13 +8,25 @@ public struct PushGatewayConfiguration: Sendable {
     public var queueCapacityPerTenant: Int
     /// Pushes in flight at once across all tenants.
     public var workers: Int
+    /// Deliveries a worker takes at once (one tenant's): their devices are read, their pushes sent in one hop
+    /// and one write, and their marks committed together. `workers / batchSize` batches are in flight.
+    public var batchSize: Int
     public var policy: PushOutcomePolicy
 
-    public init(queueCapacityPerTenant: Int = 1000, workers: Int = 128, policy: PushOutcomePolicy = .init()) {
+    public init(
+        queueCapacityPerTenant: Int = 1000,
+        workers: Int = 1024,
+        batchSize: Int = 64,
+        policy: PushOutcomePolicy = .init()
+    ) {
         self.queueCapacityPerTenant = max(1, queueCapacityPerTenant)
         self.workers = max(1, workers)
+        self.batchSize = max(1, min(batchSize, self.workers))
         self.policy = policy
     }
+
+    /// Batches in flight at once.
+    var batchWorkers: Int { (workers + batchSize - 1) / batchSize }
 }
 
 /// Counters of what the gateway did (closed label sets: outcome, APNs reason).
@@ -112,6 +124,17 @@ public actor PushGateway {
         return true
     }
 
+    /// Queues several deliveries in order (one hop for the caller), suspending while the tenant's queue is full.
+    /// Returns how many were queued; stops early when cancelled or stopping.
+    public func enqueue(contentsOf items: [(delivery: Delivery, target: PushTarget?)]) async -> Int {
+        var queued = 0
+        for item in items {
+            if stopping || Task.isCancelled { break }
+            if await enqueue(item.delivery, target: item.target) { queued += 1 }
+        }
+        return queued
+    }
+
     private func release(waiter: UInt64, tenant: TenantID) {
         guard let index = blockedProducers[tenant]?.firstIndex(where: { $0.id == waiter }) else { return }
         blockedProducers[tenant]?.remove(at: index).continuation.resume()
@@ -121,7 +144,7 @@ public actor PushGateway {
     /// pushed again after a restart), never lost.
     public func run() async {
         await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<configuration.workers {
+            for _ in 0..<configuration.batchWorkers {
                 group.addTask { await self.work() }
             }
             await withTaskCancellationHandler {
@@ -155,8 +178,9 @@ public actor PushGateway {
         if !idleWorkers.isEmpty { idleWorkers.removeFirst().resume() }
     }
 
-    /// The next delivery, taking tenants in turn and skipping paused ones; nil when stopping.
-    private func next() async -> Job? {
+    /// The next deliveries (up to a batch, all of one tenant), taking tenants in turn and skipping paused ones;
+    /// nil when stopping.
+    private func next() async -> [Job]? {
         while !stopping {
             for _ in 0..<rotation.count {
                 guard let tenant = rotation.popFirst() else { break }
@@ -166,11 +190,15 @@ public actor PushGateway {
                 }
                 rotation.append(tenant)
                 if paused[tenant] != nil { continue }
+                var jobs: [Job] = []
+                jobs.reserveCapacity(min(depth, configuration.batchSize))
                 // Popped in place: copying the queue out and back would copy every waiting delivery.
-                guard let job = queues[tenant]?.popFirst() else { continue }
-                if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
-                inFlight += 1
-                return job
+                while jobs.count < configuration.batchSize, let job = queues[tenant]?.popFirst() {
+                    jobs.append(job)
+                    if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
+                }
+                inFlight += jobs.count
+                return jobs
             }
             await withCheckedContinuation { idleWorkers.append($0) }
         }
@@ -178,9 +206,9 @@ public actor PushGateway {
     }
 
     private func work() async {
-        while let job = await next() {
-            await push(job.delivery, target: job.target)
-            finished(job.delivery)
+        while let jobs = await next() {
+            await push(jobs)
+            for job in jobs { finished(job.delivery) }
         }
     }
 
@@ -198,6 +226,8 @@ public actor PushGateway {
             )
         }
         paused[tenant] = reason
+        // Several devices of one delivery may be stopped in the same batch: it goes back once.
+        guard !requeued.contains(delivery.id) else { return }
         if queues[tenant] == nil { rotation.append(tenant) }
         // Devices are read again when it is retried: they may change while the tenant is paused.
         queues[tenant, default: []].prepend(Job(delivery: delivery, target: nil))
@@ -208,70 +238,156 @@ public actor PushGateway {
         update(&statistics)
     }
 
-    /// Pushes one delivery to each of its user's devices and executes what each outcome calls for.
-    private nonisolated func push(_ delivery: Delivery, target: PushTarget?) async {
-        let tenantID = delivery.tenant
+    private func add(_ counts: PushStatistics) {
+        statistics.accepted += counts.accepted
+        statistics.rejected.merge(counts.rejected, uniquingKeysWith: +)
+        statistics.transportFailures += counts.transportFailures
+        statistics.withoutDevice += counts.withoutDevice
+    }
+
+    /// Pushes a batch of one tenant's deliveries to each of their users' devices, and executes what each
+    /// outcome calls for. The common answers (accepted, or a final rejection) cost nothing per push beyond the
+    /// request; retries, token removals and credential failures are handled one by one.
+    private nonisolated func push(_ jobs: [Job]) async {
+        guard let tenantID = jobs.first?.delivery.tenant else { return }
         do {
-            guard let tenant = try await catalog.tenant(tenantID),
-                let impulse = try await catalog.impulse(tenant: tenantID, id: delivery.impulse)
-            else { return }
-            var all = target?.devices
-            if all == nil { all = try await registry.devices(tenant: tenant, user: delivery.user) }
-            let devices = (all ?? []).filter { $0.quarantinedAt == nil }
-            guard !devices.isEmpty else {
-                await count { $0.withoutDevice += 1 }
-                try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
-                return
-            }
-            let badge: Int
-            if let target {
-                badge = target.unreadCount
-            } else {
-                badge = try await ledger.badge(tenant: tenantID, user: delivery.user)
-            }
-            var acceptedID: String?
-            var requeued = false
-            var deferred = false
-            devices: for device in devices {
-                let push = OutboundPush(
-                    tenant: tenantID,
-                    delivery: delivery.id,
-                    device: device,
-                    title: impulse.title,
-                    badge: badge,
-                    impulse: impulse.id
-                )
-                switch try await send(push, tenant: tenant, delivery: delivery) {
-                case .accepted(let id): acceptedID = acceptedID ?? id
-                case .finished: continue
-                case .deferred: deferred = true
-                // The delivery went back to the paused tenant's queue once; its other devices wait with it.
-                case .tenantStopped:
-                    requeued = true
-                    break devices
+            guard let tenant = try await catalog.tenant(tenantID) else { return }
+            // Devices and badges of the deliveries the producer did not read ahead, in one read.
+            let unread = Set(jobs.filter { $0.target == nil }.map(\.delivery.user))
+            let targets = unread.isEmpty ? [:] : try await store.pushTargets(tenant: tenantID, users: Array(unread))
+            var impulses: [ImpulseID: Impulse?] = [:]
+            var sends: [(job: Int, push: OutboundPush)] = []
+            var counts = PushStatistics()
+            var marks: [PushSettlement] = []
+            for (index, job) in jobs.enumerated() {
+                let delivery = job.delivery
+                if impulses[delivery.impulse] == nil {
+                    impulses[delivery.impulse] = .some(
+                        try await catalog.impulse(tenant: tenantID, id: delivery.impulse)
+                    )
+                }
+                // An impulse gone from the catalog: the delivery stays unsettled (as a missing tenant does).
+                guard let impulse = impulses[delivery.impulse] ?? nil else { continue }
+                let target = job.target ?? targets[delivery.user]
+                let devices = (target?.devices ?? []).filter { $0.quarantinedAt == nil }
+                if devices.isEmpty {
+                    counts.withoutDevice += 1
+                    marks.append(
+                        PushSettlement(tenant: tenantID, user: delivery.user, delivery: delivery.id, apnsID: nil)
+                    )
+                    continue
+                }
+                for device in devices {
+                    let push = OutboundPush(
+                        tenant: tenantID,
+                        delivery: delivery.id,
+                        device: device,
+                        title: impulse.title,
+                        badge: target?.unreadCount ?? 0,
+                        impulse: impulse.id
+                    )
+                    sends.append((index, push))
                 }
             }
-            if let acceptedID {
-                if let dueAt = delivery.dueAt {
-                    metrics.dispatchLag(tenant: tenantID, seconds: Date().timeIntervalSince(dueAt))
-                }
-                try await ledger.markPushed(
-                    tenant: tenantID,
-                    user: delivery.user,
-                    delivery: delivery.id,
-                    apnsID: acceptedID
+            let answers = sends.isEmpty ? [] : await transport.send(batch: sends.map(\.push))
+            var accepted = [String?](repeating: nil, count: jobs.count)
+            var unsettled = Set<Int>()
+            var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
+            for (sent, answer) in zip(sends, answers) {
+                metrics.push(tenant: tenantID, result: answer.result, duration: answer.latency)
+                let action = configuration.policy.action(
+                    for: answer.result,
+                    attempt: 1,
+                    jitter: Double.random(in: 0...1)
                 )
-            } else if !requeued && !deferred {
-                try await ledger.markSettled(tenant: tenantID, user: delivery.user, delivery: delivery.id)
+                switch (action, answer.result) {
+                case (.delivered, .accepted(let apnsID)):
+                    counts.accepted += 1
+                    accepted[sent.job] = accepted[sent.job] ?? apnsID
+                case (.delivered, _):
+                    counts.accepted += 1
+                case (.drop(let alert), .rejected(let status, let reason, _)):
+                    counts.rejected["\(status) \(reason)", default: 0] += 1
+                    if alert { logger.warning("push dropped", metadata: metadata(sent.push, reason: reason)) }
+                default:
+                    slow.append((sent.job, sent.push, answer.result))
+                }
             }
+            if !slow.isEmpty {
+                let outcomes = await withTaskGroup(of: (job: Int, outcome: Result<DeviceOutcome, any Error>).self) {
+                    group in
+                    for item in slow {
+                        let delivery = jobs[item.job].delivery
+                        group.addTask {
+                            do {
+                                let outcome = try await self.send(
+                                    item.push,
+                                    tenant: tenant,
+                                    delivery: delivery,
+                                    first: item.result
+                                )
+                                return (item.job, .success(outcome))
+                            } catch {
+                                return (item.job, .failure(error))
+                            }
+                        }
+                    }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+                for (job, outcome) in outcomes {
+                    switch outcome {
+                    case .success(.accepted(let apnsID)): accepted[job] = accepted[job] ?? apnsID
+                    case .success(.finished): break
+                    // Deferred: tried again by a later sweep. Stopped: back in the paused tenant's queue.
+                    case .success(.deferred), .success(.tenantStopped): unsettled.insert(job)
+                    case .failure(let error):
+                        unsettled.insert(job)
+                        if !(error is CancellationError) {
+                            logger.error(
+                                "push failed",
+                                metadata: [
+                                    "tenant.id": "\(tenantID)", "delivery.id": "\(jobs[job].delivery.id)",
+                                    "error": "\(error)",
+                                ]
+                            )
+                        }
+                    }
+                }
+            }
+            let sentJobs = Set(sends.map(\.job))
+            let now = Date()
+            for index in sentJobs.sorted() where !unsettled.contains(index) || accepted[index] != nil {
+                let delivery = jobs[index].delivery
+                if let apnsID = accepted[index], let dueAt = delivery.dueAt {
+                    metrics.dispatchLag(tenant: tenantID, seconds: now.timeIntervalSince(dueAt))
+                }
+                marks.append(
+                    PushSettlement(
+                        tenant: tenantID,
+                        user: delivery.user,
+                        delivery: delivery.id,
+                        apnsID: accepted[index]
+                    )
+                )
+            }
+            await add(counts)
+            try await ledger.record(marks, at: now)
         } catch is CancellationError {
-            // Shutting down: the delivery stays unsettled and is pushed at the next start.
+            // Shutting down: the deliveries stay unsettled and are pushed at the next start.
         } catch {
             logger.error(
-                "push failed",
-                metadata: ["tenant.id": "\(tenantID)", "delivery.id": "\(delivery.id)", "error": "\(error)"]
+                "push batch failed; its deliveries stay unsettled and are pushed again later",
+                metadata: ["tenant.id": "\(tenantID)", "deliveries": "\(jobs.count)", "error": "\(error)"]
             )
         }
+    }
+
+    private nonisolated func metadata(_ push: OutboundPush, reason: String? = nil) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            "tenant.id": "\(push.tenant)", "delivery.id": "\(push.delivery)", "device.token": "\(push.device.token)",
+        ]
+        if let reason { metadata["apns.reason"] = "\(reason)" }
+        return metadata
     }
 
     /// How one device's push ended.
@@ -283,22 +399,28 @@ public actor PushGateway {
         case tenantStopped
     }
 
-    /// Sends to one device until the policy says stop.
+    /// Goes on from the first answer (already counted in the metrics) until the policy says stop.
     private nonisolated func send(
         _ push: OutboundPush,
         tenant: Tenant,
-        delivery: Delivery
+        delivery: Delivery,
+        first: PushResult
     ) async throws -> DeviceOutcome {
         var attempt = 0
+        var next: PushResult? = first
         while true {
             attempt += 1
-            let started = ContinuousClock.now
-            let result = await transport.send(push)
-            metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
+            let result: PushResult
+            if let given = next {
+                result = given
+                next = nil
+            } else {
+                let started = ContinuousClock.now
+                result = await transport.send(push)
+                metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
+            }
             let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
-            var metadata: Logger.Metadata = [
-                "tenant.id": "\(tenant.id)", "delivery.id": "\(push.delivery)", "device.token": "\(push.device.token)",
-            ]
+            var metadata = metadata(push)
             if case .rejected(let status, let reason, _) = result {
                 metadata["apns.reason"] = "\(reason)"
                 await count { $0.rejected["\(status) \(reason)", default: 0] += 1 }

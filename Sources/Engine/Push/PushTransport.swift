@@ -28,8 +28,39 @@ public struct OutboundPush: Sendable, Equatable {
 public protocol PushTransport: Sendable {
     /// Sends one push; every failure is a `PushResult`, never a thrown error.
     func send(_ push: OutboundPush) async -> PushResult
+    /// Sends several pushes (to one or more tenants); answers in the order given. Transports that can share a
+    /// hop and a write among pushes implement it; the default sends them one by one, concurrently.
+    func send(batch pushes: [OutboundPush]) async -> [PushAnswer]
     /// Makes fresh provider credentials for the tenant and retires its connections (after ExpiredProviderToken).
     func renewCredentials(tenant: TenantID) async
+}
+
+/// A push's result and how long APNs took to give it.
+public struct PushAnswer: Sendable {
+    public var result: PushResult
+    public var latency: Duration
+
+    public init(result: PushResult, latency: Duration) {
+        self.result = result
+        self.latency = latency
+    }
+}
+
+extension PushTransport {
+    public func send(batch pushes: [OutboundPush]) async -> [PushAnswer] {
+        await withTaskGroup(of: (Int, PushAnswer).self) { group in
+            for (index, push) in pushes.enumerated() {
+                group.addTask {
+                    let started = ContinuousClock.now
+                    let result = await send(push)
+                    return (index, PushAnswer(result: result, latency: started.duration(to: .now)))
+                }
+            }
+            var answers = [PushAnswer?](repeating: nil, count: pushes.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers.map { $0! }
+        }
+    }
 }
 
 /// What a push needs besides the delivery, read ahead for a batch: the user's devices and the badge.

@@ -239,10 +239,8 @@ public actor Scheduler {
         // Devices and badges for the whole batch in a few statements, so a push costs the gateway no store read.
         for (tenant, group) in Dictionary(grouping: deliveries, by: \.tenant) {
             let targets = try await store.pushTargets(tenant: tenant, users: Array(Set(group.map(\.user))))
-            for delivery in group {
-                try Task.checkCancellation()
-                if await gateway.enqueue(delivery, target: targets[delivery.user]) { queued += 1 }
-            }
+            queued += await gateway.enqueue(contentsOf: group.map { ($0, targets[$0.user]) })
+            try Task.checkCancellation()
         }
         return queued
     }

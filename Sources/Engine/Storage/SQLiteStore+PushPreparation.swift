@@ -2,6 +2,15 @@ import Foundation
 import GRDB
 
 extension SQLiteStore {
+    /// A batch's devices. The index is named: without statistics SQLite preferred the primary key's tenant prefix
+    /// and read every device of the tenant for each batch (quadratic in the burst, a third of its time).
+    static func pushDevicesSQL(_ placeholders: String) -> String {
+        """
+        SELECT * FROM devices INDEXED BY devices_owner WHERE user_id IN (\(placeholders)) AND tenant_id = ?
+        ORDER BY registered_at DESC
+        """
+    }
+
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
         return try await read { db in
@@ -12,10 +21,7 @@ extension SQLiteStore {
                 let ids = StatementArguments(chunk.map(\.rawValue))
                 for row in try Row.fetchAll(
                     db,
-                    sql: """
-                        SELECT * FROM devices WHERE user_id IN (\(list)) AND tenant_id = ?
-                        ORDER BY registered_at DESC
-                        """,
+                    sql: Self.pushDevicesSQL(list),
                     arguments: ids + [tenant.rawValue]
                 ) {
                     let device = try Self.device(from: row)

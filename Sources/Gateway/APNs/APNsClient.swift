@@ -112,8 +112,8 @@ public actor APNsClient {
         while true {
             attempt += 1
             let lease: Link
-            switch await acquire() {
-            case .success(let link): lease = link
+            switch await acquire(upTo: 1) {
+            case .success(let leased): lease = leased.link
             case .failure(let reason): return .transportFailure(description: reason.description, resendable: true)
             }
             do {
@@ -134,6 +134,84 @@ public actor APNsClient {
                 release(lease, accepted: false)
                 return .transportFailure(description: "\(error)", resendable: false)
             }
+        }
+    }
+
+    /// Sends several pushes with as few hops as possible: streams are leased in chunks, each chunk goes to its
+    /// connection's event loop in one hop and one write. Answers come in the order given; like `send`, every
+    /// failure is a `PushResult`. Streams not processed by APNs (REFUSED_STREAM, above a GOAWAY) are resent, at
+    /// most twice.
+    public func send(batch notifications: [APNsNotification]) async -> [PushAnswer] {
+        var authorization: HTTP2Header?
+        if case .token(let cache) = authentication {
+            do {
+                authorization = HTTP2Header("authorization", "bearer \(try cache.token())")
+            } catch {
+                let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
+                return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
+            }
+        }
+        let requests = notifications.map { notification -> (headers: [HTTP2Header], body: ByteBuffer?) in
+            var headers = notification.headers(authority: configuration.host)
+            if let authorization { headers.append(authorization) }
+            return (headers, ByteBuffer(bytes: notification.payload))
+        }
+        let deadline = TimeAmount(configuration.requestDeadline)
+        var answers = [PushAnswer?](repeating: nil, count: notifications.count)
+        var todo = Array(notifications.indices)
+        var attempt = 0
+        while !todo.isEmpty {
+            attempt += 1
+            var resend: [Int] = []
+            await withTaskGroup(of: (indices: [Int], answers: [HTTP2Answer]).self) { group in
+                var rest = todo[...]
+                while !rest.isEmpty {
+                    switch await acquire(upTo: rest.count) {
+                    case .success(let lease):
+                        let indices = Array(rest.prefix(lease.granted))
+                        rest = rest.dropFirst(lease.granted)
+                        let chunk = indices.map { requests[$0] }
+                        group.addTask {
+                            let answers = await lease.link.connection.send(batch: chunk, deadline: deadline)
+                            // Released here, not after the group: this caller may be waiting for streams itself.
+                            await self.release(
+                                lease.link,
+                                count: indices.count,
+                                accepted: answers.contains { (try? $0.result.get())?.status == 200 }
+                            )
+                            return (indices, answers)
+                        }
+                    case .failure(let reason):
+                        let failure = PushResult.transportFailure(description: reason.description, resendable: true)
+                        for index in rest { answers[index] = PushAnswer(result: failure, latency: .zero) }
+                        rest = rest[rest.endIndex...]
+                    }
+                }
+                for await chunk in group {
+                    for (index, answer) in zip(chunk.indices, chunk.answers) {
+                        let latency = Duration.nanoseconds(answer.latency.nanoseconds)
+                        switch answer.result {
+                        case .success(let response):
+                            stats.sent += 1
+                            answers[index] = PushAnswer(result: Self.result(of: response), latency: latency)
+                        case .failure(let error) where error.code == .notProcessed && attempt < 3:
+                            resend.append(index)
+                        case .failure(let error):
+                            answers[index] = PushAnswer(
+                                result: .transportFailure(
+                                    description: error.description,
+                                    resendable: error.code == .notProcessed
+                                ),
+                                latency: latency
+                            )
+                        }
+                    }
+                }
+            }
+            todo = resend.sorted()
+        }
+        return answers.map {
+            $0 ?? PushAnswer(result: .transportFailure(description: "no answer", resendable: true), latency: .zero)
         }
     }
 
@@ -179,12 +257,13 @@ public actor APNsClient {
 
     /// A connection with a free stream, opening one or waiting as needed. Fails at once when APNs cannot be
     /// reached (the caller's retry policy backs off), never loops on connection attempts.
-    private func acquire() async -> Result<Link, AcquireFailure> {
+    private func acquire(upTo wanted: Int) async -> Result<(link: Link, granted: Int), AcquireFailure> {
         while !Task.isCancelled {
             if let (id, entry) = pool.first(where: { $0.value.link.isOpen && $0.value.inFlight < limit($0.value) }) {
-                pool[id]?.inFlight += 1
+                let granted = min(wanted, limit(entry) - entry.inFlight)
+                pool[id]?.inFlight += granted
                 pool[id]?.lastUsed = .now
-                return .success(entry.link)
+                return .success((entry.link, granted))
             }
             noteLostConnections()
             pool = pool.filter { $0.value.link.isOpen || $0.value.inFlight > 0 }
@@ -238,10 +317,10 @@ public actor APNsClient {
         }
     }
 
-    private func release(_ link: Link, accepted: Bool) {
+    private func release(_ link: Link, count: Int = 1, accepted: Bool) {
         let id = ObjectIdentifier(link)
         if pool[id] != nil {
-            pool[id]?.inFlight -= 1
+            pool[id]?.inFlight -= count
             if accepted { pool[id]?.verified = true }
         }
         if accepted { failures = 0 }

@@ -77,11 +77,53 @@ public final class APNsPushTransport: PushTransport {
         guard let client = client(tenant: push.tenant, environment: push.device.environment) else {
             return .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil)
         }
-        let notification: APNsNotification
+        switch Self.notification(push) {
+        case .ready(let notification): return await client.send(notification)
+        case .refused(let result): return result
+        }
+    }
+
+    /// One hop per pool: the pushes are grouped by the client (identity and environment) that sends them.
+    public func send(batch pushes: [OutboundPush]) async -> [PushAnswer] {
+        var answers = [PushAnswer?](repeating: nil, count: pushes.count)
+        var groups: [ObjectIdentifier: (client: APNsClient, indices: [Int], notifications: [APNsNotification])] = [:]
+        for (index, push) in pushes.enumerated() {
+            guard let client = client(tenant: push.tenant, environment: push.device.environment) else {
+                answers[index] = PushAnswer(
+                    result: .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil),
+                    latency: .zero
+                )
+                continue
+            }
+            switch Self.notification(push) {
+            case .ready(let notification):
+                groups[ObjectIdentifier(client), default: (client, [], [])].indices.append(index)
+                groups[ObjectIdentifier(client)]?.notifications.append(notification)
+            case .refused(let result): answers[index] = PushAnswer(result: result, latency: .zero)
+            }
+        }
+        await withTaskGroup(of: (indices: [Int], answers: [PushAnswer]).self) { group in
+            for entry in groups.values {
+                group.addTask { (entry.indices, await entry.client.send(batch: entry.notifications)) }
+            }
+            for await sent in group {
+                for (index, answer) in zip(sent.indices, sent.answers) { answers[index] = answer }
+            }
+        }
+        return answers.map { $0! }
+    }
+
+    enum Prepared {
+        case ready(APNsNotification)
+        case refused(PushResult)
+    }
+
+    /// The push as APNs receives it, or the rejection APNs would give it.
+    static func notification(_ push: OutboundPush) -> Prepared {
         do {
             let payload = try ImpulsePayload(title: push.title, badge: push.badge, impulseID: push.impulse.rawValue)
                 .encoded()
-            notification = try APNsNotification(
+            let notification = try APNsNotification(
                 token: push.device.token,
                 topic: push.device.topic,
                 apnsID: APNsNotification.deterministicID(
@@ -92,10 +134,10 @@ public final class APNsPushTransport: PushTransport {
                 collapseID: push.collapseID,
                 payload: payload
             )
+            return .ready(notification)
         } catch {
-            return .rejected(status: 413, reason: "PayloadTooLarge", timestamp: nil)
+            return .refused(.rejected(status: 413, reason: "PayloadTooLarge", timestamp: nil))
         }
-        return await client.send(notification)
     }
 
     public func renewCredentials(tenant: TenantID) async {

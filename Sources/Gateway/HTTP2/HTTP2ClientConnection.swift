@@ -81,6 +81,24 @@ public final class HTTP2ClientConnection: Sendable {
         return try await promise.futureResult.get()
     }
 
+    /// Sends several requests in one hop to the event loop and one write, and waits for every answer (in order).
+    /// A request's failure is its answer; this never throws.
+    public func send(
+        batch requests: [(headers: [HTTP2Header], body: ByteBuffer?)],
+        deadline: TimeAmount
+    ) async -> [HTTP2Answer] {
+        let promise = channel.eventLoop.makePromise(of: [HTTP2Answer].self)
+        channel.eventLoop.execute { [handler] in
+            handler.value.request(batch: requests, deadline: deadline, promise: promise)
+        }
+        do {
+            return try await promise.futureResult.get()
+        } catch {
+            let failure = HTTP2EngineError(.connectionClosed, "\(error)")
+            return requests.map { _ in HTTP2Answer(result: .failure(failure), latency: .zero) }
+        }
+    }
+
     /// The peer's current SETTINGS_MAX_CONCURRENT_STREAMS and our streams in flight.
     public func streamState() async throws -> (maxConcurrentStreams: UInt32, inFlight: Int, usable: Bool) {
         try await channel.eventLoop.submit { [handler] in

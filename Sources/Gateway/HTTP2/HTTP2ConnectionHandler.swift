@@ -20,7 +20,12 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private let configuration: Configuration
     private var session: NGHTTP2Session?
     private var context: ChannelHandlerContext?
-    private var pending: [Int32: (promise: EventLoopPromise<HTTP2Message>, deadline: Scheduled<Void>?)] = [:]
+    /// Client side: what to do with each open stream's answer (or failure). A request's deadline timer, if any,
+    /// is cancelled when the answer comes; a batch shares one timer.
+    private var pending:
+        [Int32: (complete: (Result<HTTP2Message, HTTP2EngineError>) -> Void, deadline: Scheduled<Void>?)] = [:]
+    /// Set while a read is being processed: writes wait for `channelReadComplete`, one flush per read burst.
+    private var reading = false
     private var goingAway = false
     private var settingsReceived: EventLoopPromise<Void>?
     /// Server side: receives each request with a way to answer it (on this event loop).
@@ -74,13 +79,21 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session else { return }
+        reading = true
         do {
             dispatch(try session.receive(unwrapInboundIn(data)))
-            flush()
         } catch {
+            reading = false
             failAll(HTTP2EngineError(.session, errorCode: HTTP2ErrorCode.protocolError, "\(error)"))
             context.close(promise: nil)
         }
+    }
+
+    /// One write for everything the reads of this burst produced (answers, WINDOW_UPDATEs, SETTINGS ACKs).
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        flush()
+        context.fireChannelReadComplete()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -115,21 +128,73 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             let streamID = try session.submitRequest(headers: headers, body: body)
             let timer: Scheduled<Void> = context.eventLoop.assumeIsolated().scheduleTask(in: deadline) { [weak self] in
                 guard let self else { return }
-                self.expire(streamID)
+                self.expire([streamID])
             }
-            pending[streamID] = (promise, timer)
+            pending[streamID] = ({ promise.completeWith($0.mapError { $0 as any Error }) }, timer)
             flush()
         } catch {
             promise.fail(error)
         }
     }
 
-    private func expire(_ streamID: Int32) {
-        guard let entry = pending.removeValue(forKey: streamID) else { return }
-        session?.resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
-        entry.promise.fail(
-            HTTP2EngineError(.deadlineExceeded, errorCode: HTTP2ErrorCode.cancel, "no answer before the deadline")
-        )
+    /// Sends several requests with one write and one deadline timer; the promise completes when every one has
+    /// its answer or failure, in the order given, each with the time from submission to its answer.
+    func request(
+        batch requests: [(headers: [HTTP2Header], body: ByteBuffer?)],
+        deadline: TimeAmount,
+        promise: EventLoopPromise<[HTTP2Answer]>
+    ) {
+        guard let session, let context, !goingAway else {
+            let failure = HTTP2EngineError(.notProcessed, "the connection is closing")
+            promise.succeed(requests.map { _ in HTTP2Answer(result: .failure(failure), latency: .zero) })
+            return
+        }
+        let started = NIODeadline.now()
+        var answers = [HTTP2Answer?](repeating: nil, count: requests.count)
+        var remaining = requests.count
+        var streams: [Int32] = []
+        streams.reserveCapacity(requests.count)
+        let loop = context.eventLoop.assumeIsolated()
+        // Set below, once the streams are known; the completions only run on this event loop.
+        var timer: Scheduled<Void>?
+        for (index, request) in requests.enumerated() {
+            let complete: (Result<HTTP2Message, HTTP2EngineError>) -> Void = { result in
+                guard answers[index] == nil else { return }
+                answers[index] = HTTP2Answer(result: result, latency: NIODeadline.now() - started)
+                remaining -= 1
+                if remaining == 0 {
+                    timer?.cancel()
+                    promise.succeed(answers.map { $0! })
+                }
+            }
+            do {
+                let streamID = try session.submitRequest(headers: request.headers, body: request.body)
+                streams.append(streamID)
+                pending[streamID] = (complete, nil)
+            } catch {
+                complete(.failure(error as? HTTP2EngineError ?? HTTP2EngineError(.session, "\(error)")))
+            }
+        }
+        if remaining > 0 {
+            timer = loop.scheduleTask(in: deadline) { [weak self] in self?.expire(streams) }
+        }
+        flush()
+    }
+
+    private func expire(_ streamIDs: [Int32]) {
+        for streamID in streamIDs {
+            guard let entry = pending.removeValue(forKey: streamID) else { continue }
+            session?.resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
+            entry.complete(
+                .failure(
+                    HTTP2EngineError(
+                        .deadlineExceeded,
+                        errorCode: HTTP2ErrorCode.cancel,
+                        "no answer before the deadline"
+                    )
+                )
+            )
+        }
         flush()
     }
 
@@ -186,15 +251,15 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                     onRequest?(streamID, message, self)
                 } else if let entry = pending.removeValue(forKey: streamID) {
                     entry.deadline?.cancel()
-                    entry.promise.succeed(message)
+                    entry.complete(.success(message))
                 }
             case .streamClosed(let streamID, let errorCode):
                 if let entry = pending.removeValue(forKey: streamID) {
                     entry.deadline?.cancel()
                     let code: HTTP2EngineError.Code =
                         errorCode == HTTP2ErrorCode.refusedStream ? .notProcessed : .streamReset
-                    entry.promise.fail(
-                        HTTP2EngineError(code, errorCode: errorCode, "the stream closed without an answer")
+                    entry.complete(
+                        .failure(HTTP2EngineError(code, errorCode: errorCode, "the stream closed without an answer"))
                     )
                 }
             case .goAway(let lastStreamID, let errorCode, let debugData):
@@ -203,7 +268,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                 for streamID in pending.keys where streamID > lastStreamID {
                     if let entry = pending.removeValue(forKey: streamID) {
                         entry.deadline?.cancel()
-                        entry.promise.fail(HTTP2EngineError(.notProcessed, errorCode: errorCode, debugData))
+                        entry.complete(.failure(HTTP2EngineError(.notProcessed, errorCode: errorCode, debugData)))
                     }
                 }
             case .remoteSettings:
@@ -216,7 +281,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     private func flush() {
-        guard let session, let context else { return }
+        guard !reading, let session, let context else { return }
         var buffer = context.channel.allocator.buffer(capacity: 0)
         do {
             let events = try session.drainOutput(into: &buffer)
@@ -248,7 +313,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         pending.removeAll()
         for entry in entries.values {
             entry.deadline?.cancel()
-            entry.promise.fail(error)
+            entry.complete(.failure(error))
         }
     }
 }

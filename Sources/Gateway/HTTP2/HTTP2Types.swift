@@ -36,6 +36,12 @@ public struct HTTP2Message: Sendable {
     public var status: Int? { self[":status"].flatMap { Int($0) } }
 }
 
+/// One request's outcome in a batch: the response or why there is none, and how long it took.
+public struct HTTP2Answer: Sendable {
+    public var result: Result<HTTP2Message, HTTP2EngineError>
+    public var latency: TimeAmount
+}
+
 /// What a connection reports, on its event loop, as nghttp2 parses frames.
 public enum HTTP2Event: Sendable {
     /// A whole message arrived: a request on a server, a response on a client.
