@@ -97,6 +97,49 @@ struct LedgerTests {
         }
     }
 
+    @Test("Push outcomes recorded without waiting reach the store by the time the ledger is flushed")
+    func outcomesWithoutWaiting() async throws {
+        let f = try await StoreFixture.make()
+        let recorded = try await f.store.recordDeliveries(
+            try (1...300).map { (n: Int) in
+                NewDelivery(
+                    tenant: f.acme,
+                    user: f.a.id,
+                    impulse: try ImpulseID(n % 2 == 0 ? "one" : "two"),
+                    kind: .manual,
+                    assignedAt: Date(),
+                    awaitsPush: true
+                )
+            }
+        )
+        let ledger = DeliveryLedger(store: f.store)
+        // Many small batches, as the push gateway's workers record them, none waiting for the disk.
+        for chunk in stride(from: 0, to: recorded.count, by: 7).map({
+            Array(recorded[$0..<min(recorded.count, $0 + 7)])
+        }) {
+            try await ledger.record(
+                chunk.map {
+                    PushSettlement(
+                        tenant: f.acme,
+                        user: f.a.id,
+                        delivery: $0.id,
+                        apnsID: $0.id.rawValue % 2 == 0 ? "id-\($0.id.rawValue)" : nil
+                    )
+                }
+            )
+        }
+        await ledger.flushOutcomes()
+        #expect(try await f.store.unsettledDeliveries(assignedAfter: .distantPast, after: nil, limit: 1000).isEmpty)
+        let page = try await f.store.deliveredImpulses(
+            tenant: f.acme,
+            user: f.a.id,
+            after: nil,
+            before: nil,
+            limit: 1000
+        )
+        #expect(page.filter { $0.delivery.pushedAt != nil }.count == recorded.filter { $0.id.rawValue % 2 == 0 }.count)
+    }
+
     @Test("Memory holds at most the configured number of users per shard")
     func bounded() async throws {
         let f = try await StoreFixture.make()

@@ -245,6 +245,21 @@ struct DueIndexTests {
         let all = try await f.store.dueSchedules(notAfter: early.addingTimeInterval(3 * 3600), limit: 1000)
         #expect(all.count == 303)
         #expect(Set(all.map(\.user)).isSuperset(of: many.map(\.id)))
+        // Read in pages after a cursor (the pipelined dispatch), the same rows come back once each, in order.
+        let now = early.addingTimeInterval(3 * 3600)
+        var cursor: ScheduleCursor?
+        var paged: [ScheduleEntry] = []
+        while true {
+            let page = try await f.store.dueSchedules(notAfter: now, after: cursor, limit: 50)
+            guard let last = page.last else { break }
+            paged += page
+            cursor = ScheduleCursor(fireAt: last.fireAt, user: last.user)
+        }
+        #expect(paged.map(\.user) == all.map(\.user))
+        #expect(Set(paged.map(\.user)).count == 303)
+        #expect(
+            zip(paged, paged.dropFirst()).allSatisfy { ($0.fireAt, $0.user.rawValue) < ($1.fireAt, $1.user.rawValue) }
+        )
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// The push gateway's outcome for one delivery: pushed (APNs accepted it under `apnsID`) or settled without an
 /// accepted push (no device, every device rejected).
@@ -36,11 +37,12 @@ public final class DeliveryLedger: Sendable {
     public init(
         store: any BrokerStore,
         configuration: LedgerConfiguration = .init(),
-        metrics: BrokerMetrics = .disabled
+        metrics: BrokerMetrics = .disabled,
+        logger: Logger? = nil
     ) {
         self.store = store
         self.metrics = metrics
-        let writer = MarkWriter(store: store, metrics: metrics)
+        let writer = MarkWriter(store: store, metrics: metrics, logger: logger)
         self.writer = writer
         self.shards = (0..<configuration.shardCount).map { _ in
             LedgerShard(store: store, writer: writer, configuration: configuration)
@@ -125,8 +127,10 @@ public final class DeliveryLedger: Sendable {
     }
 
     /// Records the push gateway's outcomes for a batch (pushed with the apns-id APNs accepted, or settled without
-    /// one) durably in one group commit, then in the hot state of users held in memory.
-    public func record(_ settlements: [PushSettlement], at now: Date = Date()) async throws {
+    /// one) in the hot state of users held in memory and queues them for the next group commit. It waits for the
+    /// commit only with `durably`, or while the writer is far behind: an outcome lost in a crash means the push
+    /// is sent again at the next start, under the same collapse id, so the gateway need not wait for the disk.
+    public func record(_ settlements: [PushSettlement], at now: Date = Date(), durably: Bool = false) async throws {
         guard !settlements.isEmpty else { return }
         let marks = settlements.map {
             DeliveryMark(
@@ -136,12 +140,17 @@ public final class DeliveryLedger: Sendable {
                 at: now
             )
         }
-        try await writer.write(marks)
+        if durably { try await writer.write(marks) } else { await writer.submit(marks) }
         var byShard: [Int: [(mark: DeliveryMark, user: UserID)]] = [:]
         for (settlement, mark) in zip(settlements, marks) {
             byShard[shardIndex(settlement.user), default: []].append((mark, settlement.user))
         }
         for (index, group) in byShard { await shards[index].applied(group) }
+    }
+
+    /// Waits until every outcome recorded so far is written (at shutdown).
+    public func flushOutcomes() async {
+        await writer.drain()
     }
 
     /// Records that the push gateway is done with a delivery that was not accepted anywhere, so a restart does

@@ -1,3 +1,5 @@
+import Logging
+
 /// Group commit for delivery marks: callers that arrive while a transaction is running share the next one.
 ///
 /// Each caller suspends until the transaction holding its marks has committed, so a mark is durable when
@@ -8,48 +10,106 @@ actor MarkWriter {
     private let store: any BrokerStore
     private let maximumBatch: Int
     private let metrics: BrokerMetrics
-    private var pending: [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>)] = []
+    private var pending: [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>?)] = []
     private var flushing = false
+    /// Marks submitted without waiting for their commit and not yet committed, and the callers waiting for that
+    /// backlog to shrink.
+    private var backlog = 0
+    private let maximumBacklog: Int
+    private var backlogWaiters: [CheckedContinuation<Void, Never>] = []
+    private var drainWaiters: [CheckedContinuation<Void, Never>] = []
+    private let logger: Logger?
 
-    init(store: any BrokerStore, maximumBatch: Int = 2048, metrics: BrokerMetrics = .disabled) {
+    init(
+        store: any BrokerStore,
+        maximumBatch: Int = 2048,
+        maximumBacklog: Int = 20_000,
+        metrics: BrokerMetrics = .disabled,
+        logger: Logger? = nil
+    ) {
         self.store = store
         self.maximumBatch = maximumBatch
+        self.maximumBacklog = maximumBacklog
         self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// Queues marks for the next group commit without waiting for it; waits only while the marks queued this
+    /// way exceed the backlog limit (memory stays bounded, and a writer that falls behind slows the caller).
+    /// For marks whose loss in a crash only repeats work: a push marked here and lost is pushed again at the
+    /// next start, under the same collapse id.
+    func submit(_ marks: [DeliveryMark]) async {
+        guard !marks.isEmpty else { return }
+        while backlog >= maximumBacklog {
+            await withCheckedContinuation { backlogWaiters.append($0) }
+        }
+        backlog += marks.count
+        pending.append((marks, nil))
+        startFlushing()
+    }
+
+    /// Returns once every mark queued so far has been written (or failed).
+    func drain() async {
+        guard flushing else { return }
+        await withCheckedContinuation { drainWaiters.append($0) }
+    }
+
+    private func startFlushing() {
+        if !flushing {
+            flushing = true
+            // The flush task is owned by this actor: exactly one runs while `flushing` is set.
+            Task { await self.flush() }
+        }
     }
 
     func write(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
         try await withCheckedThrowingContinuation { continuation in
             pending.append((marks, continuation))
-            if !flushing {
-                flushing = true
-                // The flush task is owned by this actor: exactly one runs while `flushing` is set.
-                Task { await self.flush() }
-            }
+            startFlushing()
         }
     }
 
     /// Writes batches until nothing is pending. Runs as the one flushing task; `flushing` guards re-entry.
     private func flush() async {
         while !pending.isEmpty {
-            var batch: [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>)] = []
+            var taken = 0
             var count = 0
-            while let next = pending.first, batch.isEmpty || count + next.marks.count <= maximumBatch {
-                batch.append(pending.removeFirst())
-                count += next.marks.count
+            while taken < pending.count, taken == 0 || count + pending[taken].marks.count <= maximumBatch {
+                count += pending[taken].marks.count
+                taken += 1
             }
+            let batch = Array(pending.prefix(taken))
+            pending.removeFirst(taken)
+            let marks = batch.flatMap(\.marks)
+            let submitted = batch.filter { $0.continuation == nil }.reduce(0) { $0 + $1.marks.count }
             do {
-                let marks = batch.flatMap(\.marks)
                 try await store.applyMarks(marks)
                 for (kind, group) in Dictionary(grouping: marks, by: { $0.kind.metricLabel }) {
                     metrics.ledgerWrites(kind, count: group.count)
                 }
-                for entry in batch { entry.continuation.resume() }
+                for entry in batch { entry.continuation?.resume() }
             } catch {
-                for entry in batch { entry.continuation.resume(throwing: error) }
+                for entry in batch { entry.continuation?.resume(throwing: error) }
+                if submitted > 0 {
+                    // Nobody waits for these: the deliveries stay unsettled and are pushed again by the next sweep.
+                    logger?.error(
+                        "cannot write push outcomes; the deliveries stay unsettled",
+                        metadata: ["marks": "\(submitted)", "error": "\(error)"]
+                    )
+                }
+            }
+            backlog -= submitted
+            if backlog < maximumBacklog {
+                let waiters = backlogWaiters
+                backlogWaiters.removeAll()
+                for waiter in waiters { waiter.resume() }
             }
         }
         flushing = false
+        let drained = drainWaiters
+        drainWaiters.removeAll()
+        for waiter in drained { waiter.resume() }
     }
 }
 

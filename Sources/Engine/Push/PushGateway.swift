@@ -153,6 +153,8 @@ public actor PushGateway {
                 Task { await self.stop() }
             }
         }
+        // The outcomes of the last pushes go to disk before the process ends (else they are pushed again).
+        await ledger.flushOutcomes()
     }
 
     /// Clears a tenant's configuration error so its queue moves again.

@@ -64,13 +64,18 @@ public actor Scheduler {
             }
             var processed = 0
             do {
-                processed = try await tick(now: Date())
+                processed = try await pipelinedTick(now: Date())
             } catch is CancellationError {
+                await settlePipeline()
                 return
             } catch {
+                cursor = nil
                 logger.error("dispatch failed; retrying", metadata: ["error": "\(error)"])
             }
             guard processed < configuration.batchSize else { continue }
+            // The end of a pass over the due rows: let the last batch land before reading from the start again.
+            await settlePipeline()
+            cursor = nil
             var pause = configuration.pollInterval
             if let next = try? await store.nextFireTime() {
                 let until = Duration.milliseconds(Int64(max(0, next.timeIntervalSinceNow) * 1000))
@@ -78,6 +83,51 @@ public actor Scheduler {
             }
             do { try await Task.sleep(for: pause) } catch { return }
         }
+        await settlePipeline()
+    }
+
+    /// Where the current pass over the due rows is, and the batch being committed while the next is decided.
+    private var cursor: ScheduleCursor?
+    private var committing: Task<Void, Never>?
+
+    /// Like `tick`, but the batch's commit and pushes run while the next batch is read and decided: reading and
+    /// choosing (this actor) overlap with the write transaction and the push preparation (the store's writer), so
+    /// a burst uses both cores. At most one batch is committing; a later batch never includes its rows, because
+    /// it reads after the cursor.
+    private func pipelinedTick(now: Date) async throws -> Int {
+        let due = try await store.dueSchedules(notAfter: now, after: cursor, limit: configuration.batchSize)
+        let reminders = try await store.dueReminders(notAfter: now, limit: configuration.batchSize)
+        if let last = due.last {
+            let decided = try await decide(due, now: now)
+            await settlePipeline()
+            cursor = ScheduleCursor(fireAt: last.fireAt, user: last.user)
+            committing = Task {
+                do {
+                    try await self.finish(decided)
+                } catch is CancellationError {
+                    // Stopping: the rows stay due and the deliveries unpushed; the next start takes them.
+                } catch {
+                    self.commitFailed(error)
+                }
+            }
+        }
+        if !reminders.isEmpty { try await fire(reminders, now: now) }
+        return max(due.count, reminders.count)
+    }
+
+    /// Waits for the batch being committed, if any.
+    private func settlePipeline() async {
+        if let committing {
+            if Task.isCancelled { committing.cancel() }
+            await committing.value
+        }
+        committing = nil
+    }
+
+    private func commitFailed(_ error: any Error) {
+        // Its rows are still due: the next pass reads them again.
+        cursor = nil
+        logger.error("dispatch failed; retrying", metadata: ["error": "\(error)"])
     }
 
     /// Processes what is due at `now`: at most one batch of rows and one of reminders. Returns how many rows
@@ -87,18 +137,20 @@ public actor Scheduler {
         let due = try await store.dueSchedules(notAfter: now, limit: configuration.batchSize)
         let reminders = try await store.dueReminders(notAfter: now, limit: configuration.batchSize)
         if !due.isEmpty { try await dispatch(due, now: now) }
-        if !reminders.isEmpty {
-            let due = Dictionary(reminders.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
-            let recorded = try await ledger.fire(reminders, at: now).map { delivery in
-                var delivery = delivery
-                delivery.dueAt = due[delivery.user]
-                return delivery
-            }
-            counters.withLock { $0.remindersFired += recorded.count }
-            metrics.dispatched("reminder", count: recorded.count)
-            try await push(recorded)
-        }
+        if !reminders.isEmpty { try await fire(reminders, now: now) }
         return max(due.count, reminders.count)
+    }
+
+    private func fire(_ reminders: [Reminder], now: Date) async throws {
+        let due = Dictionary(reminders.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
+        let recorded = try await ledger.fire(reminders, at: now).map { delivery in
+            var delivery = delivery
+            delivery.dueAt = due[delivery.user]
+            return delivery
+        }
+        counters.withLock { $0.remindersFired += recorded.count }
+        metrics.dispatched("reminder", count: recorded.count)
+        try await push(recorded)
     }
 
     /// Hands deliveries recorded but never settled by the push gateway (the process stopped, or APNs kept failing)
@@ -139,7 +191,19 @@ public actor Scheduler {
         tenants[tenant] = nil
     }
 
+    /// One batch's decisions, not yet committed.
+    struct Decided: Sendable {
+        var updates: [ScheduleUpdate]
+        var statistics: SchedulerStatistics
+        var dueAt: [UserID: Date]
+    }
+
     private func dispatch(_ due: [ScheduleEntry], now: Date) async throws {
+        try await finish(try await decide(due, now: now))
+    }
+
+    /// Plans each due row and chooses the impulses of those whose day has come (reads only).
+    private func decide(_ due: [ScheduleEntry], now: Date) async throws -> Decided {
         var updates: [ScheduleUpdate] = []
         var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?, tenant: Tenant)] = []
         var statistics = SchedulerStatistics()
@@ -215,9 +279,16 @@ public actor Scheduler {
             }
         }
         let dueAt = Dictionary(due.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
+        return Decided(updates: updates, statistics: statistics, dueAt: dueAt)
+    }
+
+    /// Commits a batch's decisions in one transaction, then hands its new deliveries to the push gateway.
+    private func finish(_ decided: Decided) async throws {
+        let updates = decided.updates
+        var statistics = decided.statistics
         let recorded = try await ledger.commit(updates).map { delivery in
             var delivery = delivery
-            delivery.dueAt = dueAt[delivery.user]
+            delivery.dueAt = decided.dueAt[delivery.user]
             return delivery
         }
         let attempted = updates.filter { $0.delivery != nil }.count

@@ -93,7 +93,9 @@ public protocol BrokerStore: Sendable {
     // MARK: Scheduling
     /// Rows of the due index whose fire time is not after `now`, earliest first, at most `limit`: the only way
     /// the scheduler finds work, so its cost follows what is due, not the user count.
-    func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry]
+    /// With `after`, only rows after that one in (fire time, user) order: the next batch can be read while the
+    /// previous one is still being committed.
+    func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry]
     /// One user's row of the due index (for inspection and tests).
     func scheduleEntry(tenant: TenantID, user: UserID) async throws -> ScheduleEntry?
     /// The earliest fire time of any row or reminder.
@@ -125,4 +127,21 @@ public protocol BrokerStore: Sendable {
     /// Turns reminders into deliveries awaiting a push and removes them, in one transaction; a reminder that is
     /// already gone is skipped.
     func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery]
+}
+
+/// A position in the due index's (fire time, user) order.
+public struct ScheduleCursor: Sendable, Equatable {
+    public var fireAt: Date
+    public var user: UserID
+
+    public init(fireAt: Date, user: UserID) {
+        self.fireAt = fireAt
+        self.user = user
+    }
+}
+
+extension BrokerStore {
+    public func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry] {
+        try await dueSchedules(notAfter: now, after: nil, limit: limit)
+    }
 }

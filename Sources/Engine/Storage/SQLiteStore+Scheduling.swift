@@ -2,12 +2,15 @@ import Foundation
 import GRDB
 
 extension SQLiteStore {
-    public func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry] {
+    public func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry] {
         try await read { db in
             try Row.fetchAll(
                 db,
                 sql: Self.dueSchedulesSQL,
-                arguments: [now.unixSeconds, max(0, limit)]
+                arguments: [
+                    now.unixSeconds, after?.fireAt.unixSeconds ?? -Double.greatestFiniteMagnitude,
+                    after?.user.rawValue ?? Int64.min, max(0, limit),
+                ]
             ).map(Self.scheduleEntry(from:))
         }
     }
@@ -217,7 +220,8 @@ extension SQLiteStore {
         SELECT s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
             u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
         FROM schedules s JOIN users u ON u.id = s.user_id
-        WHERE s.fire_at IS NOT NULL AND s.fire_at <= ? ORDER BY s.fire_at LIMIT ?
+        WHERE s.fire_at IS NOT NULL AND s.fire_at <= ? AND (s.fire_at, s.user_id) > (?, ?)
+        ORDER BY s.fire_at, s.user_id LIMIT ?
         """
 
     /// Unsettled deliveries, through the partial index that holds only them.

@@ -45,7 +45,12 @@ public func buildApplication(
     gracefulShutdownSignals: [UnixSignal] = [],
     onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }
 ) async throws -> BrokerApplication {
-    let ledger = DeliveryLedger(store: store, configuration: configuration.ledger, metrics: metrics.metrics)
+    let ledger = DeliveryLedger(
+        store: store,
+        configuration: configuration.ledger,
+        metrics: metrics.metrics,
+        logger: logger
+    )
     let registry = TokenRegistry(store: store, logger: logger, metrics: metrics.metrics)
     let authenticator = Authenticator(store: store, cacheTTL: configuration.rest.credentialCacheTTL)
     let push = try await PushStack.make(

@@ -7,7 +7,8 @@ public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
 
     /// HTTP/2 requires lower-case field names; the name is lower-cased here.
     public init(_ name: String, _ value: String) {
-        self.name = name.lowercased()
+        // Names are nearly always written lower-case already; `lowercased()` allocates a copy every time.
+        self.name = name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
         self.value = value
     }
 
