@@ -245,6 +245,8 @@ public actor PushGateway {
         statistics.rejected.merge(counts.rejected, uniquingKeysWith: +)
         statistics.transportFailures += counts.transportFailures
         statistics.withoutDevice += counts.withoutDevice
+        statistics.tokensQuarantined += counts.tokensQuarantined
+        statistics.tokensRemoved += counts.tokensRemoved
     }
 
     /// Pushes a batch of one tenant's deliveries to each of their users' devices, and executes what each
@@ -295,6 +297,7 @@ public actor PushGateway {
             var accepted = [String?](repeating: nil, count: jobs.count)
             var unsettled = Set<Int>()
             var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
+            var verdicts: [TokenVerdict] = []
             for (sent, answer) in zip(sends, answers) {
                 metrics.push(tenant: tenantID, result: answer.result, duration: answer.latency)
                 let action = configuration.policy.action(
@@ -311,8 +314,32 @@ public actor PushGateway {
                 case (.drop(let alert), .rejected(let status, let reason, _)):
                     counts.rejected["\(status) \(reason)", default: 0] += 1
                     if alert { logger.warning("push dropped", metadata: metadata(sent.push, reason: reason)) }
+                // Dead tokens: one transaction for the batch's verdicts, not one each.
+                case (.quarantineToken, .rejected(let status, let reason, _)):
+                    counts.rejected["\(status) \(reason)", default: 0] += 1
+                    verdicts.append(TokenVerdict(token: sent.push.device.token, kind: .quarantine(at: Date())))
+                case (.removeTokenForTopic, .rejected(let status, let reason, _)):
+                    counts.rejected["\(status) \(reason)", default: 0] += 1
+                    verdicts.append(
+                        TokenVerdict(token: sent.push.device.token, kind: .remove(registeredBefore: .distantFuture))
+                    )
+                case (.removeTokenIfRegisteredBefore(let since), .rejected(let status, let reason, _)):
+                    counts.rejected["\(status) \(reason)", default: 0] += 1
+                    verdicts.append(TokenVerdict(token: sent.push.device.token, kind: .remove(registeredBefore: since)))
                 default:
                     slow.append((sent.job, sent.push, answer.result))
+                }
+            }
+            if !verdicts.isEmpty {
+                let changed = try await registry.apply(tenant: tenant, verdicts)
+                for (verdict, changed) in zip(verdicts, changed) {
+                    switch verdict.kind {
+                    // Counted as the one-by-one path counts them: every quarantine and topic removal, and a
+                    // removal after a 410 only when the token was older than APNs' verdict.
+                    case .quarantine: counts.tokensQuarantined += 1
+                    case .remove(let before) where before == .distantFuture: counts.tokensRemoved += 1
+                    case .remove: if changed { counts.tokensRemoved += 1 }
+                    }
                 }
             }
             if !slow.isEmpty {

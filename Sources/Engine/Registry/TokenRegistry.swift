@@ -87,6 +87,21 @@ public actor TokenRegistry {
         }
     }
 
+    /// Several of APNs' verdicts on one tenant's tokens in one transaction (the push gateway's batches); returns
+    /// whether each changed a device.
+    public func apply(tenant: Tenant, _ verdicts: [TokenVerdict]) async throws -> [Bool] {
+        let changed = try await store.applyTokenVerdicts(tenant: tenant.id, topic: tenant.apnsTopic, verdicts)
+        for (verdict, changed) in zip(verdicts, changed) where changed {
+            let quarantined = if case .quarantine = verdict.kind { true } else { false }
+            metrics.token(quarantined ? "quarantined" : "removed", tenant: tenant.id)
+            logger.notice(
+                quarantined ? "device token quarantined" : "device token removed",
+                metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(verdict.token)"]
+            )
+        }
+        return changed
+    }
+
     /// APNs says the token belongs to another app.
     public func remove(tenant: Tenant, token: DeviceToken) async throws {
         if try await store.removeDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token) {

@@ -59,6 +59,8 @@ public protocol BrokerStore: Sendable {
     func quarantineDevice(tenant: TenantID, topic: String, token: DeviceToken, at: Date) async throws -> Bool
     /// Removes a token whatever its owner (APNs says it belongs to another app).
     func removeDevice(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Bool
+    /// APNs' verdicts on several tokens of one tenant in one transaction; whether each changed a device.
+    func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool]
     /// Removes a token only if it was registered before `date` (APNs' 410 timestamp): a registration after
     /// APNs' verdict is a fresh, valid token. Returns whether it was removed.
     func removeDevice(
@@ -143,5 +145,23 @@ public struct ScheduleCursor: Sendable, Equatable {
 extension BrokerStore {
     public func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry] {
         try await dueSchedules(notAfter: now, after: nil, limit: limit)
+    }
+}
+
+/// What APNs' answer means for a device token.
+public struct TokenVerdict: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Malformed or of the other environment: no pushes until it is registered again.
+        case quarantine(at: Date)
+        /// Removed if registered before the date (`.distantFuture`: whatever its registration time).
+        case remove(registeredBefore: Date)
+    }
+
+    public var token: DeviceToken
+    public var kind: Kind
+
+    public init(token: DeviceToken, kind: Kind) {
+        self.token = token
+        self.kind = kind
     }
 }

@@ -87,6 +87,29 @@ extension SQLiteStore {
         }
     }
 
+    public func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool] {
+        guard !verdicts.isEmpty else { return [] }
+        return try await write { db in
+            let quarantine = try db.cachedStatement(
+                sql: "UPDATE devices SET quarantined_at = ? WHERE tenant_id = ? AND topic = ? AND token = ?"
+            )
+            let remove = try db.cachedStatement(
+                sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ?"
+            )
+            return try verdicts.map { verdict in
+                switch verdict.kind {
+                case .quarantine(let at):
+                    try quarantine.execute(arguments: [at.unixSeconds, tenant.rawValue, topic, verdict.token.rawValue])
+                case .remove(let before):
+                    try remove.execute(arguments: [
+                        tenant.rawValue, topic, verdict.token.rawValue, before.unixSeconds,
+                    ])
+                }
+                return db.changesCount > 0
+            }
+        }
+    }
+
     public func removeDevice(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Bool {
         try await removeDevice(tenant: tenant, topic: topic, token: token, registeredBefore: .distantFuture)
     }
