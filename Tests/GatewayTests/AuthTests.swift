@@ -85,7 +85,21 @@ struct TransportLimitTests {
             #expect(served)
         }
         try await TestBroker.run { broker in
-            // swift-nio-http2 answers with a stream or connection error rather than a status.
+            // async-http-client does not get such a header block out; curl does. HTTP/2 (libnghttp2) answers
+            // 431 with a problem body.
+            let curl = Process()
+            curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            curl.arguments = [
+                "-sk", "--http2", "-w", "\n%{http_version} %{http_code}", "-H", "X-Padding: " + big[0].1,
+                "https://127.0.0.1:\(broker.httpsPort)/v1/me",
+            ]
+            let pipe = Pipe()
+            curl.standardOutput = pipe
+            try curl.run()
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            curl.waitUntilExit()
+            #expect(output.hasSuffix("\n2 431"), "\(output)")
+            #expect(output.contains("headers-too-large"), "\(output)")
             let status = try? await broker.send(.GET, "/v1/me", headers: big, timeout: .seconds(2)).status
             #expect(status != 200)
             let served = try await Self.freshRequestSucceeds(broker)

@@ -103,6 +103,9 @@ struct MetricsTests {
             )
             let simulator = try #require(broker.application.simulator)
             #expect(try await eventually { simulator.accepted.count == 1 })
+            // The gateway has the answer (and the pool its verified connection) a moment after the simulator.
+            let gateway = try #require(broker.application.pushGateway)
+            #expect(try await eventually { await gateway.statistics.accepted == 1 })
             let all = try await admin(broker, "/inspect", token: "t0ken")
             #expect(all.status == 200)
             let tenants = (all.json["tenants"] as? [[String: Any]])?.compactMap { $0["tenant"] as? String }

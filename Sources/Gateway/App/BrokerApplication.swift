@@ -135,16 +135,23 @@ public func buildApplication(
             )
         )
     }
+    let httpsRouter = api.router(scheme: "https")
+    let serverTLS = try tls.serverConfiguration()
+    let httpsResponder = httpsRouter.buildResponder()
+    // HTTP/2 on the libnghttp2 engine, HTTP/1.1 on Hummingbird's channel; both answer through this router.
+    let restServer = HTTPServerBuilder { responder in
+        try RESTChannel(
+            tls: serverTLS,
+            http1: HTTP1Channel(responder: responder, configuration: streamConfiguration),
+            router: httpsResponder,
+            idleTimeout: configuration.idleTimeout,
+            maximumBodySize: configuration.rest.maxBodySize + 1,
+            maxHeaderListSize: configuration.maxHeaderListSize
+        )
+    }
     let https = Application(
-        router: api.router(scheme: "https"),
-        server: try .http2Upgrade(
-            tlsConfiguration: try tls.serverConfiguration(),
-            configuration: .init(
-                idleTimeout: configuration.idleTimeout,
-                gracefulCloseTimeout: configuration.gracefulCloseTimeout,
-                streamConfiguration: streamConfiguration
-            )
-        ),
+        router: httpsRouter,
+        server: restServer,
         configuration: .init(
             address: .hostname(configuration.listen.host, port: configuration.listen.port),
             serverName: nil

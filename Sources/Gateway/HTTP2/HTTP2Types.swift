@@ -22,10 +22,13 @@ public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
 public struct HTTP2Message: Sendable {
     public var headers: [HTTP2Header]
     public var body: ByteBuffer
+    /// A request whose body went past the engine's limit: `body` is empty, the request is to be refused.
+    public var bodyTooLarge: Bool
 
-    public init(headers: [HTTP2Header], body: ByteBuffer = ByteBuffer()) {
+    public init(headers: [HTTP2Header], body: ByteBuffer = ByteBuffer(), bodyTooLarge: Bool = false) {
         self.headers = headers
         self.body = body
+        self.bodyTooLarge = bodyTooLarge
     }
 
     /// The first value of a field.

@@ -169,7 +169,17 @@ final class NGHTTP2Session {
         if stream.body.readableBytes + bytes.count > maximumBodySize {
             stream.oversized = true
             inbound[streamID] = stream
-            resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
+            if role == .server {
+                // A server answers it (413) at once, from the headers; the rest of the body is discarded.
+                events.append(
+                    .message(
+                        streamID: streamID,
+                        HTTP2Message(headers: stream.headers, body: ByteBuffer(), bodyTooLarge: true)
+                    )
+                )
+            } else {
+                resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
+            }
             return
         }
         inbound[streamID] = nil  // keep the buffer uniquely referenced while appending

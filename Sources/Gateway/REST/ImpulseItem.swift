@@ -2,7 +2,7 @@ import Engine
 import Foundation
 
 /// One impulse in the original `CurrentImpulse` format: exactly these members, with these types.
-struct ImpulseItem: Encodable {
+struct ImpulseItem: Encodable, Equatable, Sendable {
     var item: DeliveredImpulse
     var baseURL: String
 
@@ -40,7 +40,7 @@ struct ImpulseItem: Encodable {
 }
 
 /// `{"items": [...]}`, the original list envelope.
-struct ImpulseList: Encodable {
+struct ImpulseList: Encodable, Equatable, Sendable {
     var items: [ImpulseItem]
 }
 

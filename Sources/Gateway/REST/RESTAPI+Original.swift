@@ -33,7 +33,9 @@ extension RESTAPI {
                     return try Representation.response(
                         ImpulseList(items: items),
                         for: request,
-                        lastModified: page.items.first?.delivery.assignedAt
+                        lastModified: page.items.first?.delivery.assignedAt,
+                        cache: representations,
+                        key: "\(caller.tenant.id)/\(caller.user.id)/\(limit ?? 0)/\(since ?? -1)"
                     )
                 }
             ]

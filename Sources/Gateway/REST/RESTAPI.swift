@@ -18,6 +18,8 @@ public struct RESTAPI: Sendable {
     /// Answers a tenant admin's `GET /v1/admin/inspect`; nil when there is nothing to inspect.
     let inspector: Inspector?
     let failures = FailureInjector()
+    /// Encoded answers of `GET /CurrentImpulse`, reused while a user's page is unchanged.
+    let representations = RepresentationCache()
 
     public init(
         tenants: TenantDirectory,

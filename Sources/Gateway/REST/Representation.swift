@@ -3,6 +3,37 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Synchronization
+
+/// Recently encoded representations, each with the value it encodes: reused only for an equal value.
+/// Bounded: when full it starts over (entries are cheap to rebuild).
+final class RepresentationCache: Sendable {
+    private struct Entry: Sendable {
+        var value: any Sendable
+        var encoded: Representation.Encoded
+    }
+
+    private let entries = Mutex([String: Entry]())
+    private let capacity: Int
+
+    init(capacity: Int = 4096) {
+        self.capacity = capacity
+    }
+
+    func lookup<Value: Equatable & Sendable>(_ key: String, _ value: Value) -> Representation.Encoded? {
+        entries.withLock { entries in
+            guard let entry = entries[key], let cached = entry.value as? Value, cached == value else { return nil }
+            return entry.encoded
+        }
+    }
+
+    func store<Value: Equatable & Sendable>(_ key: String, _ value: Value, _ encoded: Representation.Encoded) {
+        entries.withLock { entries in
+            if entries.count >= capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[key] = Entry(value: value, encoded: encoded)
+        }
+    }
+}
 
 /// Writes a resource as JSON or, when the client's `Accept` asks for it, as an XML property list, with an
 /// `ETag` over the exact bytes and `Last-Modified`, and answers conditional requests with 304.
@@ -51,7 +82,52 @@ struct Representation {
     ) throws -> Response {
         let format = format(for: request)
         let (data, contentType) = try encode(value, as: format)
-        let etag = "\"" + SHA256.hash(data: data).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
+        return response(
+            Encoded(data: data, contentType: contentType, etag: etag(data)),
+            for: request,
+            status: status,
+            lastModified: lastModified
+        )
+    }
+
+    /// The same, reusing the bytes encoded for an equal value under the same key (a client polling an unchanged
+    /// resource costs a comparison, not an encoding and a hash).
+    static func response<Value: Encodable & Equatable & Sendable>(
+        _ value: Value,
+        for request: Request,
+        lastModified: Date? = nil,
+        cache: RepresentationCache,
+        key: String
+    ) throws -> Response {
+        let format = format(for: request)
+        let cacheKey = format == .json ? key : key + "#plist"
+        if let encoded = cache.lookup(cacheKey, value) {
+            return response(encoded, for: request, status: .ok, lastModified: lastModified)
+        }
+        let (data, contentType) = try encode(value, as: format)
+        let encoded = Encoded(data: data, contentType: contentType, etag: etag(data))
+        cache.store(cacheKey, value, encoded)
+        return response(encoded, for: request, status: .ok, lastModified: lastModified)
+    }
+
+    /// A representation's bytes and what describes them.
+    struct Encoded: Sendable {
+        var data: Data
+        var contentType: String
+        var etag: String
+    }
+
+    static func etag(_ data: Data) -> String {
+        "\"" + SHA256.hash(data: data).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
+    }
+
+    private static func response(
+        _ encoded: Encoded,
+        for request: Request,
+        status: HTTPResponse.Status,
+        lastModified: Date?
+    ) -> Response {
+        let (data, contentType, etag) = (encoded.data, encoded.contentType, encoded.etag)
         var headers: HTTPFields = [
             .eTag: etag, .cacheControl: "private, no-cache", .vary: "Accept, Authorization",
         ]

@@ -1,0 +1,273 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOSSL
+import NIOTLS
+import ServiceLifecycle
+
+/// The REST listener's connections: TLS with ALPN. `h2` runs on the libnghttp2 engine (one handler per connection,
+/// no channel or task pipeline per stream) and answers each request through the router; HTTP/1.1, or a client
+/// that offers no ALPN, runs on Hummingbird's HTTP/1 channel.
+///
+/// Hummingbird's own HTTP/2 (swift-nio-http2 with a child channel per stream) cost about thirty times what
+/// libnghttp2 costs per request on this machine; the routes, middleware and problem answers are the same either
+/// way, because both paths go through the same router.
+struct RESTChannel: ServerChildChannel {
+    enum Negotiated: Sendable {
+        case http1(HTTP1Channel.Value)
+        case http2(any Channel)
+    }
+
+    struct Value: ServerChildChannelValue {
+        let negotiated: EventLoopFuture<Negotiated>
+        let channel: any Channel
+    }
+
+    let sslContext: NIOSSLContext
+    let http1: HTTP1Channel
+    let router: RouterResponder<BasicRequestContext>
+    let idleTimeout: Duration
+    let maxConcurrentStreams: UInt32
+    let maximumBodySize: Int
+    /// The header list limit HTTP/1.1 enforces too, in HPACK's measure (name + value + 32 per field).
+    let maxHeaderListSize: Int
+
+    init(
+        tls: TLSConfiguration,
+        http1: HTTP1Channel,
+        router: RouterResponder<BasicRequestContext>,
+        idleTimeout: Duration,
+        maxConcurrentStreams: UInt32 = 100,
+        maximumBodySize: Int = 1 << 20,
+        maxHeaderListSize: Int = 16 * 1024
+    ) throws {
+        var tls = tls
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        self.sslContext = try NIOSSLContext(configuration: tls)
+        self.http1 = http1
+        self.router = router
+        self.idleTimeout = idleTimeout
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.maximumBodySize = maximumBodySize
+        self.maxHeaderListSize = maxHeaderListSize
+    }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+            let negotiation = NIOTypedApplicationProtocolNegotiationHandler<Negotiated> { result, channel in
+                switch result {
+                case .negotiated("h2"):
+                    return channel.eventLoop.makeCompletedFuture {
+                        try configureHTTP2(channel, logger: logger)
+                        return .http2(channel)
+                    }
+                case .negotiated("http/1.1"), .fallback:
+                    return http1.setup(channel: channel, logger: logger).map { .http1($0) }
+                case .negotiated(let other):
+                    logger.notice(
+                        "closing a connection that negotiated an unknown protocol",
+                        metadata: ["alpn": "\(other)"]
+                    )
+                    return channel.close().flatMapThrowing { throw ChannelError.inappropriateOperationForState }
+                }
+            }
+            try channel.pipeline.syncOperations.addHandler(negotiation)
+            return Value(negotiated: negotiation.protocolNegotiationResult, channel: channel)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        do {
+            switch try await value.negotiated.get() {
+            case .http1(let connection):
+                await http1.handle(value: connection, logger: logger)
+            case .http2(let channel):
+                // Graceful shutdown: GOAWAY, the streams in progress finish, then the engine closes the connection.
+                await withGracefulShutdownHandler {
+                    await withTaskCancellationHandler {
+                        try? await channel.closeFuture.get()
+                    } onCancel: {
+                        channel.close(promise: nil)
+                    }
+                } onGracefulShutdown: {
+                    channel.eventLoop.execute {
+                        let handler = try? channel.pipeline.syncOperations.handler(type: HTTP2ConnectionHandler.self)
+                        handler?.goAway(errorCode: HTTP2ErrorCode.noError, debugData: "shutting down", close: false)
+                    }
+                }
+            }
+        } catch {
+            logger.debug("connection ended before its protocol was settled", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func configureHTTP2(_ channel: any Channel, logger: Logger) throws {
+        let handler = HTTP2ConnectionHandler(
+            configuration: .init(
+                role: .server,
+                maxConcurrentStreams: maxConcurrentStreams,
+                maximumBodySize: maximumBodySize
+            )
+        )
+        let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        let router = router
+        let limit = maxHeaderListSize
+        let executor = EventLoopTaskExecutor(channel.eventLoop)
+        handler.onRequest = { streamID, message, _ in
+            // Each request runs as its own task, on the connection's event loop thread (and so does the actor code
+            // it calls, unless the actor is busy elsewhere): no thread hop to start it or to answer.
+            Task(executorPreference: executor) {
+                let (headers, body) = await Self.respond(
+                    to: message,
+                    router: router,
+                    channel: channel,
+                    maxHeaderListSize: limit,
+                    logger: logger
+                )
+                channel.eventLoop.execute { bound.value.respond(streamID: streamID, headers: headers, body: body) }
+            }
+        }
+        let timeout = TimeAmount.nanoseconds(Int64(idleTimeout / .nanoseconds(1)))
+        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: timeout))
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.pipeline.syncOperations.addHandler(IdleCloser())
+    }
+
+    /// One request through the router, as Hummingbird's application does it: a router error becomes its
+    /// response, anything else a 500.
+    static func respond(
+        to message: HTTP2Message,
+        router: RouterResponder<BasicRequestContext>,
+        channel: any Channel,
+        maxHeaderListSize: Int,
+        logger: Logger
+    ) async -> (headers: [HTTP2Header], body: ByteBuffer?) {
+        // A header block without :method or :path: answered as a problem for the root, it names no resource.
+        let parsed = Self.request(from: message)
+        let head = parsed ?? HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")
+        let request = Request(head: head, body: RequestBody(buffer: message.body))
+        let context = BasicRequestContext(source: .init(channel: channel, logger: logger))
+        var response: Response
+        do {
+            let headerListSize = message.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+            if headerListSize > maxHeaderListSize {
+                throw Problem(
+                    .init(code: 431, reasonPhrase: "Request Header Fields Too Large"),
+                    "headers-too-large",
+                    "the request's header list is larger than \(maxHeaderListSize) bytes"
+                )
+            } else if parsed == nil {
+                throw Problem.badRequest(
+                    "the request's header block is incomplete or invalid",
+                    code: "malformed-request"
+                )
+            } else if message.bodyTooLarge {
+                throw Problem(.contentTooLarge, "body-too-large", "the request body is larger than this server accepts")
+            }
+            response = try await router.respond(to: request, context: context)
+        } catch let problem as Problem {
+            response = (try? problem.response(from: request, context: context)) ?? Response(status: problem.status)
+        } catch {
+            logger.debug("unrecognised error", metadata: ["error": "\(error)"])
+            response = Response(status: .internalServerError)
+        }
+        let sink = BodySink()
+        do {
+            try await response.body.write(CollectingWriter(sink: sink))
+        } catch {
+            logger.error("cannot produce a response body", metadata: ["error": "\(error)"])
+            return ([HTTP2Header(":status", "500"), HTTP2Header("content-length", "0")], nil)
+        }
+        var headers = [HTTP2Header(":status", String(response.status.code))]
+        headers.reserveCapacity(response.headers.count + 2)
+        for field in response.headers {
+            // Connection-specific fields are forbidden in HTTP/2 (RFC 9113, section 8.2.2).
+            switch field.name {
+            case .connection, .transferEncoding, .contentLength: continue
+            default: headers.append(HTTP2Header(field.name.canonicalName, field.value))
+            }
+        }
+        let body = sink.buffer
+        headers.append(HTTP2Header("content-length", String(body?.readableBytes ?? 0)))
+        if response.headers[.date] == nil { headers.append(HTTP2Header("date", HTTPDate.format(Date()))) }
+        // HEAD: the length of what GET would send, and no body.
+        guard head.method != .head, let body, body.readableBytes > 0 else { return (headers, nil) }
+        return (headers, body)
+    }
+
+    /// The request head from the HTTP/2 header block; nil when a pseudo-header is missing or a field is invalid.
+    static func request(from message: HTTP2Message) -> HTTPRequest? {
+        var method: HTTPRequest.Method?
+        var scheme: String?
+        var authority: String?
+        var path: String?
+        var fields = HTTPFields()
+        fields.reserveCapacity(message.headers.count)
+        for header in message.headers {
+            switch header.name {
+            case ":method": method = HTTPRequest.Method(header.value)
+            case ":scheme": scheme = header.value
+            case ":authority": authority = header.value
+            case ":path": path = header.value
+            default:
+                guard !header.name.hasPrefix(":"), let name = HTTPField.Name(header.name) else { return nil }
+                fields.append(HTTPField(name: name, value: header.value))
+            }
+        }
+        guard let method, let path else { return nil }
+        return HTTPRequest(method: method, scheme: scheme, authority: authority, path: path, headerFields: fields)
+    }
+}
+
+/// Collects a response body (the REST API's bodies are small JSON documents and images).
+final class BodySink: @unchecked Sendable {
+    // Written by one writer, then read once it has finished: never concurrently.
+    var buffer: ByteBuffer?
+}
+
+struct CollectingWriter: ResponseBodyWriter {
+    let sink: BodySink
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        if sink.buffer == nil {
+            sink.buffer = buffer
+        } else {
+            var buffer = buffer
+            sink.buffer?.writeBuffer(&buffer)
+        }
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
+
+/// Closes an HTTP/2 connection that has been silent for the idle timeout.
+final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
+/// Runs tasks on an event loop's thread (a task executor preference), so a request's task starts and finishes
+/// where its connection lives instead of hopping to the cooperative pool and back.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
