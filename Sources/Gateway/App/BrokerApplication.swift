@@ -145,6 +145,7 @@ public func buildApplication(
             http1: HTTP1Channel(responder: responder, configuration: streamConfiguration),
             router: httpsResponder,
             idleTimeout: configuration.idleTimeout,
+            gracefulCloseTimeout: configuration.gracefulCloseTimeout,
             maximumBodySize: configuration.rest.maxBodySize + 1,
             maxHeaderListSize: configuration.maxHeaderListSize
         )

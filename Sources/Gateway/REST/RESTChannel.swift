@@ -30,6 +30,8 @@ struct RESTChannel: ServerChildChannel {
     let http1: HTTP1Channel
     let router: RouterResponder<BasicRequestContext>
     let idleTimeout: Duration
+    /// After GOAWAY, how long streams in progress may take before the connection is closed anyway.
+    let gracefulCloseTimeout: Duration
     let maxConcurrentStreams: UInt32
     let maximumBodySize: Int
     /// The header list limit HTTP/1.1 enforces too, in HPACK's measure (name + value + 32 per field).
@@ -40,6 +42,7 @@ struct RESTChannel: ServerChildChannel {
         http1: HTTP1Channel,
         router: RouterResponder<BasicRequestContext>,
         idleTimeout: Duration,
+        gracefulCloseTimeout: Duration = .seconds(10),
         maxConcurrentStreams: UInt32 = 100,
         maximumBodySize: Int = 1 << 20,
         maxHeaderListSize: Int = 16 * 1024
@@ -50,6 +53,7 @@ struct RESTChannel: ServerChildChannel {
         self.http1 = http1
         self.router = router
         self.idleTimeout = idleTimeout
+        self.gracefulCloseTimeout = gracefulCloseTimeout
         self.maxConcurrentStreams = maxConcurrentStreams
         self.maximumBodySize = maximumBodySize
         self.maxHeaderListSize = maxHeaderListSize
@@ -94,9 +98,11 @@ struct RESTChannel: ServerChildChannel {
                         channel.close(promise: nil)
                     }
                 } onGracefulShutdown: {
+                    let timeout = TimeAmount.nanoseconds(Int64(gracefulCloseTimeout / .nanoseconds(1)))
                     channel.eventLoop.execute {
                         let handler = try? channel.pipeline.syncOperations.handler(type: HTTP2ConnectionHandler.self)
                         handler?.goAway(errorCode: HTTP2ErrorCode.noError, debugData: "shutting down", close: false)
+                        channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
                     }
                 }
             }
