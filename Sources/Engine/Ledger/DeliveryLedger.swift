@@ -75,9 +75,12 @@ public final class DeliveryLedger: Sendable {
 
     private func noteRecorded(_ recorded: [Delivery]) async throws -> [Delivery] {
         metrics.ledgerWrites("assigned", count: recorded.count)
-        for (user, rows) in Dictionary(grouping: recorded, by: \.user) {
-            try await shard(user).recorded(rows, user: user)
+        // One call per shard, not per user: a batch of thousands of users costs a handful of actor hops.
+        var byShard: [Int: [UserID: [Delivery]]] = [:]
+        for delivery in recorded {
+            byShard[shardIndex(delivery.user), default: [:]][delivery.user, default: []].append(delivery)
         }
+        for (index, users) in byShard { try await shards[index].recorded(users) }
         return recorded
     }
 

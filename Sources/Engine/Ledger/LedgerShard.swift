@@ -124,6 +124,14 @@ actor LedgerShard {
         try await load(tenant: tenant, user: user).unreadCount
     }
 
+    /// Adds freshly recorded deliveries to the cached users among them; the others load them from the store later.
+    func recorded(_ byUser: [UserID: [Delivery]]) async throws {
+        for (user, deliveries) in byUser {
+            guard let tenant = deliveries.first?.tenant, users[Key(tenant: tenant, user: user)] != nil else { continue }
+            try await recorded(deliveries, user: user)
+        }
+    }
+
     /// Adds freshly recorded deliveries to a cached user; an uncached user loads them from the store later.
     func recorded(_ deliveries: [Delivery], user: UserID) async throws {
         guard let tenant = deliveries.first?.tenant else { return }
