@@ -136,8 +136,14 @@ struct MediaAndPersistenceTests {
             )
             try Data("0123456789".utf8).write(to: URL(fileURLWithPath: broker.directory + "/media/acme/clip.txt"))
             let whole = try await broker.send(.GET, "/media/acme/clip.txt", user: nil)
+            #expect(whole.version == .http2)
             #expect(whole.status == 200)
             #expect(whole.text == "0123456789")
+            // HEAD states the file's length and sends no body.
+            let head = try await broker.send(.HEAD, "/media/acme/clip.txt", user: nil)
+            #expect(head.status == 200)
+            #expect(head.headers["content-length"].first == "10")
+            #expect(head.body.isEmpty)
             let range = try await broker.send(
                 .GET,
                 "/media/acme/clip.txt",

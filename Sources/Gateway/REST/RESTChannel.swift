@@ -183,9 +183,12 @@ struct RESTChannel: ServerChildChannel {
         }
         let sink = BodySink()
         do {
-            try await response.body.write(CollectingWriter(sink: sink))
+            try await response.body.write(CollectingWriter(sink: sink, limit: maximumResponseSize))
         } catch {
-            logger.error("cannot produce a response body", metadata: ["error": "\(error)"])
+            logger.error(
+                "cannot produce a response body",
+                metadata: ["http.path": "\(head.path ?? "")", "error": "\(error)"]
+            )
             return ([HTTP2Header(":status", "500"), HTTP2Header("content-length", "0")], nil)
         }
         var headers = [HTTP2Header(":status", String(response.status.code))]
@@ -198,9 +201,10 @@ struct RESTChannel: ServerChildChannel {
             }
         }
         let body = sink.buffer
-        headers.append(HTTP2Header("content-length", String(body?.readableBytes ?? 0)))
+        // HEAD: the length GET would send, as the route stated it (a file's size), else what was written.
+        let length = head.method == .head ? response.headers[.contentLength] : nil
+        headers.append(HTTP2Header("content-length", length ?? String(body?.readableBytes ?? 0)))
         if response.headers[.date] == nil { headers.append(HTTP2Header("date", HTTPDate.format(Date()))) }
-        // HEAD: the length of what GET would send, and no body.
         guard head.method != .head, let body, body.readableBytes > 0 else { return (headers, nil) }
         return (headers, body)
     }
@@ -229,7 +233,11 @@ struct RESTChannel: ServerChildChannel {
     }
 }
 
-/// Collects a response body (the REST API's bodies are small JSON documents and images).
+/// The largest response body an HTTP/2 answer holds: bodies are assembled whole before they are sent (the REST
+/// API's are small JSON documents; media files are images). Larger media is for a CDN or HTTP/1.1, which streams.
+let maximumResponseSize = 64 << 20
+
+/// Collects a response body.
 final class BodySink: @unchecked Sendable {
     // Written by one writer, then read once it has finished: never concurrently.
     var buffer: ByteBuffer?
@@ -237,8 +245,15 @@ final class BodySink: @unchecked Sendable {
 
 struct CollectingWriter: ResponseBodyWriter {
     let sink: BodySink
+    let limit: Int
+
+    struct TooLarge: Error, CustomStringConvertible {
+        var limit: Int
+        var description: String { "the response body is larger than \(limit) bytes, the most HTTP/2 answers hold" }
+    }
 
     mutating func write(_ buffer: ByteBuffer) async throws {
+        guard (sink.buffer?.readableBytes ?? 0) + buffer.readableBytes <= limit else { throw TooLarge(limit: limit) }
         if sink.buffer == nil {
             sink.buffer = buffer
         } else {
