@@ -115,20 +115,6 @@ public final class DeliveryLedger: Sendable {
         try await shard(user).item(tenant: tenant, user: user, impulse: impulse, mark: mark, at: now)
     }
 
-    /// Records that APNs accepted the delivery's push (durably, through group commit).
-    public func markPushed(
-        tenant: TenantID,
-        user: UserID,
-        delivery: DeliveryID,
-        apnsID: String,
-        at now: Date = Date()
-    ) async throws {
-        try await shard(user).mark(
-            DeliveryMark(tenant: tenant, delivery: delivery, kind: .pushed(apnsID: apnsID), at: now),
-            user: user
-        )
-    }
-
     /// Records the push gateway's outcomes for a batch (pushed with the apns-id APNs accepted, or settled without
     /// one) in the hot state of users held in memory and queues them for the next group commit. It waits for the
     /// commit only with `durably`, or while the writer is far behind: an outcome lost in a crash means the push
@@ -154,23 +140,6 @@ public final class DeliveryLedger: Sendable {
     /// Waits until every outcome recorded so far is written (at shutdown).
     public func flushOutcomes() async {
         await writer.drain()
-    }
-
-    /// Records that the push gateway is done with a delivery that was not accepted anywhere, so a restart does
-    /// not push it again.
-    public func markSettled(tenant: TenantID, user: UserID, delivery: DeliveryID, at now: Date = Date()) async throws {
-        try await shard(user).mark(
-            DeliveryMark(tenant: tenant, delivery: delivery, kind: .settled, at: now),
-            user: user
-        )
-    }
-
-    /// The unread count for a push's badge: from memory when the user is there, else one count query. Unlike
-    /// ``unreadCount(tenant:user:)`` it never loads the user into memory, so a burst of a million pushes does not
-    /// fill the cache with users who are not reading.
-    public func badge(tenant: TenantID, user: UserID) async throws -> Int {
-        if let cached = await shard(user).cachedUnreadCount(tenant: tenant, user: user) { return cached }
-        return try await store.unreadCount(tenant: tenant, user: user)
     }
 
     public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {

@@ -104,20 +104,9 @@ actor LedgerShard {
         return item
     }
 
-    /// Writes one mark and applies it to the user's hot state if cached.
-    func mark(_ mark: DeliveryMark, user: UserID) async throws {
-        try await writer.write([mark])
-        users[Key(tenant: mark.tenant, user: user)]?.apply([mark])
-    }
-
-    /// Applies marks already written to the hot state of the users held in memory.
+    /// Applies marks already written (or queued for the next group commit) to the hot state of cached users.
     func applied(_ marks: [(mark: DeliveryMark, user: UserID)]) {
         for (mark, user) in marks { users[Key(tenant: mark.tenant, user: user)]?.apply([mark]) }
-    }
-
-    /// The unread count if the user is in memory; nil otherwise (nothing is loaded).
-    func cachedUnreadCount(tenant: TenantID, user: UserID) -> Int? {
-        users[Key(tenant: tenant, user: user)]?.unreadCount
     }
 
     func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {

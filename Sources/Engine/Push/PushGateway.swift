@@ -42,6 +42,16 @@ public struct PushStatistics: Sendable, Equatable {
     public var deferred = 0
 
     public init() {}
+
+    /// Counts a token verdict that was applied: every quarantine and topic removal, and a removal after a 410 only
+    /// when the token was older than APNs' verdict (and so removed).
+    mutating func count(_ verdict: TokenVerdict, changed: Bool) {
+        switch verdict.kind {
+        case .quarantine: tokensQuarantined += 1
+        case .remove(let before) where before == .distantFuture: tokensRemoved += 1
+        case .remove: if changed { tokensRemoved += 1 }
+        }
+    }
 }
 
 /// Takes deliveries, pushes them to every device of their user, and reports each outcome to the ledger and the
@@ -315,32 +325,16 @@ public actor PushGateway {
                     counts.rejected["\(status) \(reason)", default: 0] += 1
                     if alert { logger.warning("push dropped", metadata: metadata(sent.push, reason: reason)) }
                 // Dead tokens: one transaction for the batch's verdicts, not one each.
-                case (.quarantineToken, .rejected(let status, let reason, _)):
+                case (_, .rejected(let status, let reason, _)) where action.verdict(on: sent.push.device.token) != nil:
                     counts.rejected["\(status) \(reason)", default: 0] += 1
-                    verdicts.append(TokenVerdict(token: sent.push.device.token, kind: .quarantine(at: Date())))
-                case (.removeTokenForTopic, .rejected(let status, let reason, _)):
-                    counts.rejected["\(status) \(reason)", default: 0] += 1
-                    verdicts.append(
-                        TokenVerdict(token: sent.push.device.token, kind: .remove(registeredBefore: .distantFuture))
-                    )
-                case (.removeTokenIfRegisteredBefore(let since), .rejected(let status, let reason, _)):
-                    counts.rejected["\(status) \(reason)", default: 0] += 1
-                    verdicts.append(TokenVerdict(token: sent.push.device.token, kind: .remove(registeredBefore: since)))
+                    if let verdict = action.verdict(on: sent.push.device.token) { verdicts.append(verdict) }
                 default:
                     slow.append((sent.job, sent.push, answer.result))
                 }
             }
             if !verdicts.isEmpty {
                 let changed = try await registry.apply(tenant: tenant, verdicts)
-                for (verdict, changed) in zip(verdicts, changed) {
-                    switch verdict.kind {
-                    // Counted as the one-by-one path counts them: every quarantine and topic removal, and a
-                    // removal after a 410 only when the token was older than APNs' verdict.
-                    case .quarantine: counts.tokensQuarantined += 1
-                    case .remove(let before) where before == .distantFuture: counts.tokensRemoved += 1
-                    case .remove: if changed { counts.tokensRemoved += 1 }
-                    }
-                }
+                for (verdict, changed) in zip(verdicts, changed) { counts.count(verdict, changed: changed) }
             }
             if !slow.isEmpty {
                 let outcomes = await withTaskGroup(of: (job: Int, outcome: Result<DeviceOutcome, any Error>).self) {
@@ -449,10 +443,10 @@ public actor PushGateway {
                 metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
             }
             let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
-            var metadata = metadata(push)
-            if case .rejected(let status, let reason, _) = result {
-                metadata["apns.reason"] = "\(reason)"
-                await count { $0.rejected["\(status) \(reason)", default: 0] += 1 }
+            var reason: String?
+            if case .rejected(let status, let rejection, _) = result {
+                reason = rejection
+                await count { $0.rejected["\(status) \(rejection)", default: 0] += 1 }
             }
             if case .transportFailure = result { await count { $0.transportFailures += 1 } }
             switch action {
@@ -466,23 +460,19 @@ public actor PushGateway {
             case .renewProviderTokenAndRetry:
                 await transport.renewCredentials(tenant: tenant.id)
             case .drop(let alert):
-                if alert { logger.warning("push dropped", metadata: metadata) }
+                if alert { logger.warning("push dropped", metadata: metadata(push, reason: reason)) }
                 return .finished
             case .deferred:
                 await count { $0.deferred += 1 }
-                logger.warning("push deferred: APNs kept failing; it is tried again later", metadata: metadata)
+                logger.warning(
+                    "push deferred: APNs kept failing; it is tried again later",
+                    metadata: metadata(push, reason: reason)
+                )
                 return .deferred
-            case .quarantineToken:
-                try await registry.quarantine(tenant: tenant, token: push.device.token)
-                await count { $0.tokensQuarantined += 1 }
-                return .finished
-            case .removeTokenForTopic:
-                try await registry.remove(tenant: tenant, token: push.device.token)
-                await count { $0.tokensRemoved += 1 }
-                return .finished
-            case .removeTokenIfRegisteredBefore(let since):
-                if try await registry.invalidate(tenant: tenant, token: push.device.token, since: since) {
-                    await count { $0.tokensRemoved += 1 }
+            case .quarantineToken, .removeTokenForTopic, .removeTokenIfRegisteredBefore:
+                if let verdict = action.verdict(on: push.device.token) {
+                    let changed = try await registry.apply(tenant: tenant, [verdict]).first ?? false
+                    await count { $0.count(verdict, changed: changed) }
                 }
                 return .finished
             case .stopTenant(let reason):

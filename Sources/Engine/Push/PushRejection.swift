@@ -33,6 +33,17 @@ public enum PushAction: Sendable, Equatable {
     case removeTokenIfRegisteredBefore(since: Date)
     /// The tenant's credentials or topic are wrong: stop sending for the tenant and report the reason.
     case stopTenant(reason: String)
+
+    /// What the action says about the device token, if it is a verdict on it.
+    func verdict(on token: DeviceToken, at now: Date = Date()) -> TokenVerdict? {
+        switch self {
+        case .quarantineToken: TokenVerdict(token: token, kind: .quarantine(at: now))
+        case .removeTokenForTopic: TokenVerdict(token: token, kind: .remove(registeredBefore: .distantFuture))
+        case .removeTokenIfRegisteredBefore(let since):
+            TokenVerdict(token: token, kind: .remove(registeredBefore: since))
+        default: nil
+        }
+    }
 }
 
 /// Maps every APNs outcome to what the broker does (the table in `shared/docs/apns.md`).

@@ -76,59 +76,26 @@ public actor TokenRegistry {
 
     // MARK: Outcomes reported by the push gateway
 
-    /// APNs called the token malformed or of the other environment: no pushes until it is registered again.
-    public func quarantine(tenant: Tenant, token: DeviceToken, at now: Date = Date()) async throws {
-        if try await store.quarantineDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token, at: now) {
-            metrics.token("quarantined", tenant: tenant.id)
-            logger.notice(
-                "device token quarantined",
-                metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
-            )
-        }
-    }
-
-    /// Several of APNs' verdicts on one tenant's tokens in one transaction (the push gateway's batches); returns
-    /// whether each changed a device.
+    /// APNs' verdicts on one tenant's tokens (quarantine a malformed or wrong-environment token; remove one that
+    /// belongs to another app, or one APNs says is gone if it was registered before that), in one transaction.
+    /// Returns whether each changed a device.
     public func apply(tenant: Tenant, _ verdicts: [TokenVerdict]) async throws -> [Bool] {
         let changed = try await store.applyTokenVerdicts(tenant: tenant.id, topic: tenant.apnsTopic, verdicts)
-        for (verdict, changed) in zip(verdicts, changed) where changed {
-            let quarantined = if case .quarantine = verdict.kind { true } else { false }
-            metrics.token(quarantined ? "quarantined" : "removed", tenant: tenant.id)
-            logger.notice(
-                quarantined ? "device token quarantined" : "device token removed",
-                metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(verdict.token)"]
-            )
+        for (verdict, changed) in zip(verdicts, changed) {
+            let metadata: Logger.Metadata = ["tenant.id": "\(tenant.id)", "device.token": "\(verdict.token)"]
+            switch (verdict.kind, changed) {
+            case (.quarantine, true):
+                metrics.token("quarantined", tenant: tenant.id)
+                logger.notice("device token quarantined", metadata: metadata)
+            case (.remove, true):
+                metrics.token("removed", tenant: tenant.id)
+                logger.notice("device token removed", metadata: metadata)
+            case (.remove(let before), false) where before != .distantFuture:
+                logger.notice("device token kept: registered after APNs' verdict, or already gone", metadata: metadata)
+            case (.quarantine, false), (.remove, false):
+                break
+            }
         }
         return changed
-    }
-
-    /// APNs says the token belongs to another app.
-    public func remove(tenant: Tenant, token: DeviceToken) async throws {
-        if try await store.removeDevice(tenant: tenant.id, topic: tenant.apnsTopic, token: token) {
-            metrics.token("removed", tenant: tenant.id)
-            logger.notice(
-                "device token removed: not for this topic",
-                metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
-            )
-        }
-    }
-
-    /// APNs says the token is no longer valid since `since`; it is removed only if registered before that,
-    /// because a registration after APNs' verdict is a fresh token. Returns whether it was removed.
-    @discardableResult
-    public func invalidate(tenant: Tenant, token: DeviceToken, since: Date) async throws -> Bool {
-        let removed = try await store.removeDevice(
-            tenant: tenant.id,
-            topic: tenant.apnsTopic,
-            token: token,
-            registeredBefore: since
-        )
-        if removed { metrics.token("removed", tenant: tenant.id) }
-        logger.notice(
-            removed
-                ? "device token removed: unregistered at APNs" : "device token kept: registered after APNs' verdict",
-            metadata: ["tenant.id": "\(tenant.id)", "device.token": "\(token)"]
-        )
-        return removed
     }
 }

@@ -55,20 +55,8 @@ public protocol BrokerStore: Sendable {
     func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool
     func devices(tenant: TenantID, owner: UserID) async throws -> [Device]
     func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device?
-    /// Stops pushes to a token until it is registered again. Returns whether it existed.
-    func quarantineDevice(tenant: TenantID, topic: String, token: DeviceToken, at: Date) async throws -> Bool
-    /// Removes a token whatever its owner (APNs says it belongs to another app).
-    func removeDevice(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Bool
     /// APNs' verdicts on several tokens of one tenant in one transaction; whether each changed a device.
     func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool]
-    /// Removes a token only if it was registered before `date` (APNs' 410 timestamp): a registration after
-    /// APNs' verdict is a fresh, valid token. Returns whether it was removed.
-    func removeDevice(
-        tenant: TenantID,
-        topic: String,
-        token: DeviceToken,
-        registeredBefore date: Date
-    ) async throws -> Bool
 
     // MARK: Deliveries
     /// Records assignments in one transaction. A scheduled delivery for a (user, local date) that already

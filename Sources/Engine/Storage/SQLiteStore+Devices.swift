@@ -77,16 +77,6 @@ extension SQLiteStore {
         }
     }
 
-    public func quarantineDevice(tenant: TenantID, topic: String, token: DeviceToken, at: Date) async throws -> Bool {
-        try await write { db in
-            try db.execute(
-                sql: "UPDATE devices SET quarantined_at = ? WHERE tenant_id = ? AND topic = ? AND token = ?",
-                arguments: [at.unixSeconds, tenant.rawValue, topic, token.rawValue]
-            )
-            return db.changesCount > 0
-        }
-    }
-
     public func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool] {
         guard !verdicts.isEmpty else { return [] }
         return try await write { db in
@@ -107,25 +97,6 @@ extension SQLiteStore {
                 }
                 return db.changesCount > 0
             }
-        }
-    }
-
-    public func removeDevice(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Bool {
-        try await removeDevice(tenant: tenant, topic: topic, token: token, registeredBefore: .distantFuture)
-    }
-
-    public func removeDevice(
-        tenant: TenantID,
-        topic: String,
-        token: DeviceToken,
-        registeredBefore date: Date
-    ) async throws -> Bool {
-        try await write { db in
-            try db.execute(
-                sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ?",
-                arguments: [tenant.rawValue, topic, token.rawValue, date.unixSeconds]
-            )
-            return db.changesCount > 0
         }
     }
 

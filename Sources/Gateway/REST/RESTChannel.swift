@@ -7,6 +7,7 @@ import NIOCore
 import NIOSSL
 import NIOTLS
 import ServiceLifecycle
+import Synchronization
 
 /// The REST listener's connections: TLS with ALPN. `h2` runs on the libnghttp2 engine (one handler per connection,
 /// no channel or task pipeline per stream) and answers each request through the router; HTTP/1.1, or a client
@@ -200,7 +201,7 @@ struct RESTChannel: ServerChildChannel {
             default: headers.append(HTTP2Header(field.name.canonicalName, field.value))
             }
         }
-        let body = sink.buffer
+        let body = sink.buffer.withLock { $0 }
         // HEAD: the length GET would send, as the route stated it (a file's size), else what was written.
         let length = head.method == .head ? response.headers[.contentLength] : nil
         headers.append(HTTP2Header("content-length", length ?? String(body?.readableBytes ?? 0)))
@@ -238,9 +239,8 @@ struct RESTChannel: ServerChildChannel {
 let maximumResponseSize = 64 << 20
 
 /// Collects a response body.
-final class BodySink: @unchecked Sendable {
-    // Written by one writer, then read once it has finished: never concurrently.
-    var buffer: ByteBuffer?
+final class BodySink: Sendable {
+    let buffer = Mutex<ByteBuffer?>(nil)
 }
 
 struct CollectingWriter: ResponseBodyWriter {
@@ -253,12 +253,14 @@ struct CollectingWriter: ResponseBodyWriter {
     }
 
     mutating func write(_ buffer: ByteBuffer) async throws {
-        guard (sink.buffer?.readableBytes ?? 0) + buffer.readableBytes <= limit else { throw TooLarge(limit: limit) }
-        if sink.buffer == nil {
-            sink.buffer = buffer
-        } else {
-            var buffer = buffer
-            sink.buffer?.writeBuffer(&buffer)
+        try sink.buffer.withLock { collected in
+            guard (collected?.readableBytes ?? 0) + buffer.readableBytes <= limit else { throw TooLarge(limit: limit) }
+            if collected == nil {
+                collected = buffer
+            } else {
+                var buffer = buffer
+                collected?.writeBuffer(&buffer)
+            }
         }
     }
 
