@@ -22,6 +22,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Pushes the peer client (aioapns) and the gateway alone send in the peer comparison.")
     var peerPushes = 20_000
 
+    @Option(help: "Rounds of the gateway-alone measurement (its median is the result).")
+    var gatewayRounds = 3
+
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
 
@@ -60,7 +63,12 @@ struct BenchCommand: AsyncParsableCommand {
             results["rest"] = try await RestLoad.run(requests: size.requests, work: work + "/rest")
         }
         if wanted.contains("peer") {
-            results["peer"] = try await Peer.run(pushes: size.peerPushes, simulator: simulator, work: work + "/peer")
+            results["peer"] = try await Peer.run(
+                pushes: size.peerPushes,
+                rounds: smoke ? 1 : gatewayRounds,
+                simulator: simulator,
+                work: work + "/peer"
+            )
         }
         let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])
         FileHandle.standardOutput.write(data)

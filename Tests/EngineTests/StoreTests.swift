@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -158,6 +159,73 @@ struct StoreTests {
         #expect(item.delivery.fetchedAt == early)
         #expect(item.delivery.readAt == early.addingTimeInterval(10))
         #expect(try await f.store.unreadCount(tenant: f.acme, user: f.a.id) == 0)
+    }
+
+    @Test("Pushed marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
+    func pushedMarksInBulk() async throws {
+        let f = try await StoreFixture.make()
+        let impulse = try ImpulseID("one")
+        let recorded = try await f.store.recordDeliveries(
+            (0..<150).map { _ in
+                NewDelivery(
+                    tenant: f.acme,
+                    user: f.a.id,
+                    impulse: impulse,
+                    kind: .manual,
+                    assignedAt: Date(),
+                    awaitsPush: true
+                )
+            }
+        )
+        #expect(recorded.count == 150)
+        let first = Date(timeIntervalSince1970: 2000)
+        // The first 40 are marked once alone, so the bulk pass below must keep those marks.
+        try await f.store.applyMarks(
+            recorded.prefix(40).map {
+                DeliveryMark(tenant: f.acme, delivery: $0.id, kind: .pushed(apnsID: "early-\($0.id)"), at: first)
+            }
+        )
+        var marks = recorded.map {
+            DeliveryMark(
+                tenant: f.acme,
+                delivery: $0.id,
+                kind: .pushed(apnsID: "late-\($0.id)"),
+                at: first.addingTimeInterval(60)
+            )
+        }
+        // Another tenant's marks for the last 10 are ignored; they are left unmarked.
+        for index in 140..<150 { marks[index].tenant = f.globex }
+        #expect(marks.count > 2 * SQLiteStore.pushedMarksPerStatement)
+        try await f.store.applyMarks(marks)
+        let rows = try await f.store.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, pushed_at, apns_id, settled_at FROM deliveries ORDER BY id").map {
+                (
+                    id: $0["id"] as Int64, pushedAt: $0["pushed_at"] as Double?, apnsID: $0["apns_id"] as String?,
+                    settledAt: $0["settled_at"] as Double?
+                )
+            }
+        }
+        #expect(rows.count == 150)
+        for (index, (id, pushedAt, apnsID, settledAt)) in rows.enumerated() {
+            switch index {
+            case ..<40:
+                #expect(pushedAt == 2000 && apnsID == "early-\(id)" && settledAt == 2000)
+            case ..<140:
+                #expect(pushedAt == 2060 && apnsID == "late-\(id)" && settledAt == 2060)
+            default:
+                #expect(pushedAt == nil && apnsID == nil && settledAt == nil)
+            }
+        }
+        let plan = try await f.store.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "EXPLAIN QUERY PLAN " + SQLiteStore.pushedMarksSQL,
+                arguments: StatementArguments(Array(repeating: 0, count: 4 * SQLiteStore.pushedMarksPerStatement))
+            )
+            .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("SEARCH deliveries USING INTEGER PRIMARY KEY") })
+        #expect(!plan.contains { $0.contains("SCAN deliveries") })
     }
 
     @Test("Queries are scoped by tenant")

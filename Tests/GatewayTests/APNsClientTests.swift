@@ -268,6 +268,24 @@ struct APNsClientTests {
         #expect(APNsNotification.deterministicID("acme", "7") == APNsNotification.deterministicID("acme", "7"))
         #expect(APNsNotification.deterministicID("acme", "7") != APNsNotification.deterministicID("acme", "8"))
         #expect(UUID(uuidString: APNsNotification.deterministicID("acme", "7")) != nil)
+        // Pinned: SHA-256 of "acme", 0x1F, "7" (computed outside Swift), so a resend keeps its apns-id across
+        // versions of the broker.
+        #expect(APNsNotification.deterministicID("acme", "7") == "06f503ba-0f4d-8212-b03b-2af45a22a490")
+        for bad in [
+            "", "06f503ba-0f4d-8212-b03b-2af45a22a49", "06f503ba-0f4d-8212-b03b-2af45a22a49g",
+            "06f503ba00f4d-8212-b03b-2af45a22a490", "06f503ba-0f4d-8212-b03b-2af45a22a4900",
+        ] {
+            #expect(throws: EngineError.self) {
+                try APNsNotification(token: APNsPair.token(1), topic: "t", apnsID: bad, payload: Data("{}".utf8))
+            }
+        }
+        let upper = try APNsNotification(
+            token: APNsPair.token(1),
+            topic: "t",
+            apnsID: "06F503BA-0F4D-8212-B03B-2AF45A22A490",
+            payload: Data("{}".utf8)
+        )
+        #expect(upper.apnsID == "06f503ba-0f4d-8212-b03b-2af45a22a490")
     }
 
     @Test("Provider tokens are shared for 45 minutes and never renewed within 20")

@@ -28,7 +28,10 @@ public struct Device: Sendable, Equatable {
         registeredAt: Date,
         quarantinedAt: Date? = nil
     ) throws(EngineError) {
-        guard name.count <= 200 else { throw EngineError(.invalidInput, "device name must be at most 200 characters") }
+        // Counting UTF-8 bytes first: a name of at most 200 bytes has at most 200 characters.
+        guard name.utf8.count <= 200 || name.count <= 200 else {
+            throw EngineError(.invalidInput, "device name must be at most 200 characters")
+        }
         self.tenant = tenant
         self.topic = topic
         self.token = token

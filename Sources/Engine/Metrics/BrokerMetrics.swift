@@ -97,15 +97,29 @@ public struct BrokerMetrics: Sendable {
 
     /// One APNs answer (or transport failure) for one device.
     func push(tenant: TenantID, result: PushResult, duration: Duration) {
+        pushes(tenant: tenant, [PushAnswer(result: result, latency: duration)])
+    }
+
+    /// A batch's APNs answers for one tenant: the labels and handles are looked up once per distinct outcome
+    /// and once for the latency timer, not once per push.
+    func pushes(tenant: TenantID, _ answers: [PushAnswer]) {
+        guard !answers.isEmpty else { return }
         let tenant = tenantLabel(tenant)
-        let (outcome, reason): (String, String) =
-            switch result {
-            case .accepted: ("accepted", "")
-            case .rejected(_, let reason, _): ("rejected", reasonLabel(reason))
-            case .transportFailure: ("transport_failure", "")
+        var counts: [String: (outcome: String, reason: String, count: Int)] = [:]
+        for answer in answers {
+            switch answer.result {
+            case .accepted: counts["accepted", default: ("accepted", "", 0)].count += 1
+            case .rejected(_, let reason, _):
+                counts["r" + reason, default: ("rejected", reasonLabel(reason), 0)].count += 1
+            case .transportFailure: counts["transport_failure", default: ("transport_failure", "", 0)].count += 1
             }
-        counter(Name.pushes, [("tenant", tenant), ("outcome", outcome), ("reason", reason)]).increment()
-        timer(Name.apnsDuration, [("tenant", tenant)]).recordNanoseconds(duration.nanoseconds)
+        }
+        for entry in counts.values {
+            counter(Name.pushes, [("tenant", tenant), ("outcome", entry.outcome), ("reason", entry.reason)])
+                .increment(by: entry.count)
+        }
+        let latency = timer(Name.apnsDuration, [("tenant", tenant)])
+        for answer in answers { latency.recordNanoseconds(answer.latency.nanoseconds) }
     }
 
     /// A token event: `registered`, `moved`, `unregistered`, `quarantined` or `removed`.
@@ -118,8 +132,11 @@ public struct BrokerMetrics: Sendable {
         counter(Name.dispatched, [("outcome", outcome)]).increment(by: count)
     }
 
-    func dispatchLag(tenant: TenantID, seconds: Double) {
-        timer(Name.dispatchLag, [("tenant", tenantLabel(tenant))]).recordNanoseconds(Int64(max(0, seconds) * 1e9))
+    /// Several deliveries' lags, one handle lookup.
+    func dispatchLag(tenant: TenantID, seconds: [Double]) {
+        guard !seconds.isEmpty else { return }
+        let lag = timer(Name.dispatchLag, [("tenant", tenantLabel(tenant))])
+        for value in seconds { lag.recordNanoseconds(Int64(max(0, value) * 1e9)) }
     }
 
     func ledgerWrites(_ kind: String, count: Int) {

@@ -308,8 +308,8 @@ public actor PushGateway {
             var unsettled = Set<Int>()
             var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
             var verdicts: [TokenVerdict] = []
+            metrics.pushes(tenant: tenantID, answers)
             for (sent, answer) in zip(sends, answers) {
-                metrics.push(tenant: tenantID, result: answer.result, duration: answer.latency)
                 let action = configuration.policy.action(
                     for: answer.result,
                     attempt: 1,
@@ -379,11 +379,10 @@ public actor PushGateway {
             }
             let sentJobs = Set(sends.map(\.job))
             let now = Date()
+            var lags: [Double] = []
             for index in sentJobs.sorted() where !unsettled.contains(index) || accepted[index] != nil {
                 let delivery = jobs[index].delivery
-                if let apnsID = accepted[index], let dueAt = delivery.dueAt {
-                    metrics.dispatchLag(tenant: tenantID, seconds: now.timeIntervalSince(dueAt))
-                }
+                if accepted[index] != nil, let dueAt = delivery.dueAt { lags.append(now.timeIntervalSince(dueAt)) }
                 marks.append(
                     PushSettlement(
                         tenant: tenantID,
@@ -393,6 +392,7 @@ public actor PushGateway {
                     )
                 )
             }
+            metrics.dispatchLag(tenant: tenantID, seconds: lags)
             await add(counts)
             try await ledger.record(marks, at: now)
         } catch is CancellationError {

@@ -120,11 +120,22 @@ extension SQLiteStore {
             let settled = try db.cachedStatement(
                 sql: "UPDATE deliveries SET settled_at = ? WHERE id = ? AND tenant_id = ? AND settled_at IS NULL"
             )
+            // Pushed marks (nearly all of them in a burst) go 64 to a statement.
+            var pushedMarks: [DatabaseValue] = []
             for mark in marks {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
                 case .pushed(let apnsID):
-                    try pushed.execute(arguments: [at, apnsID, at, mark.delivery.rawValue, mark.tenant.rawValue])
+                    pushedMarks += [
+                        mark.delivery.rawValue.databaseValue, mark.tenant.rawValue.databaseValue, at.databaseValue,
+                        apnsID.databaseValue,
+                    ]
+                    if pushedMarks.count == 4 * Self.pushedMarksPerStatement {
+                        try db.cachedStatement(sql: Self.pushedMarksSQL).execute(
+                            arguments: StatementArguments(pushedMarks)
+                        )
+                        pushedMarks.removeAll(keepingCapacity: true)
+                    }
                 case .settled: try settled.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .fetched: try fetched.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .read:
@@ -134,8 +145,27 @@ extension SQLiteStore {
                     }
                 }
             }
+            for start in stride(from: 0, to: pushedMarks.count, by: 4) {
+                try pushed.execute(
+                    arguments: [
+                        pushedMarks[start + 2], pushedMarks[start + 3], pushedMarks[start + 2], pushedMarks[start],
+                        pushedMarks[start + 1],
+                    ]
+                )
+            }
         }
     }
+
+    static let pushedMarksPerStatement = 64
+
+    /// `pushedMarksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
+    /// marked pushed keeps its first mark, as with the one-row statement.
+    static let pushedMarksSQL = """
+        UPDATE deliveries SET pushed_at = v.column3, apns_id = v.column4,
+            settled_at = COALESCE(deliveries.settled_at, v.column3)
+        FROM (VALUES \(Array(repeating: "(?,?,?,?)", count: pushedMarksPerStatement).joined(separator: ","))) AS v
+        WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.pushed_at IS NULL
+        """
 
     public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {
         try await write { db in

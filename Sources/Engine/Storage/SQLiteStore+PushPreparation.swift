@@ -2,43 +2,73 @@ import Foundation
 import GRDB
 
 extension SQLiteStore {
-    /// A batch's devices. The index is named: without statistics SQLite preferred the primary key's tenant prefix
-    /// and read every device of the tenant for each batch (quadratic in the burst, a third of its time).
+    /// A batch's devices, columns in the order `pushDevice(from:)` reads them. The index is named: without
+    /// statistics SQLite preferred the primary key's tenant prefix and read every device of the tenant for each
+    /// batch (quadratic in the burst, a third of its time).
     static func pushDevicesSQL(_ placeholders: String) -> String {
         """
-        SELECT * FROM devices INDEXED BY devices_owner WHERE user_id IN (\(placeholders)) AND tenant_id = ?
+        SELECT tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at
+        FROM devices INDEXED BY devices_owner WHERE user_id IN (\(placeholders)) AND tenant_id = ?
         ORDER BY registered_at DESC
         """
     }
 
+    static func unreadCountsSQL(_ placeholders: String) -> String {
+        """
+        SELECT user_id, COUNT(*) FROM deliveries
+        WHERE user_id IN (\(placeholders)) AND tenant_id = ? AND read_at IS NULL GROUP BY user_id
+        """
+    }
+
+    /// Lengths of the `IN` lists: a batch is padded up to the next one (repeating its first user), so each
+    /// statement is prepared once per connection and then reused, instead of being parsed for every batch.
+    static let pushTargetListSizes = [8, 64, 512]
+
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
         return try await read { db in
-            var targets = Dictionary(uniqueKeysWithValues: users.map { ($0, PushTarget(devices: [], unreadCount: 0)) })
-            for chunk in stride(from: 0, to: users.count, by: 500).map({ Array(users[$0..<min(users.count, $0 + 500)]) }
-            ) {
-                let list = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                let ids = StatementArguments(chunk.map(\.rawValue))
-                for row in try Row.fetchAll(
-                    db,
-                    sql: Self.pushDevicesSQL(list),
-                    arguments: ids + [tenant.rawValue]
-                ) {
-                    let device = try Self.device(from: row)
+            var targets = [UserID: PushTarget](minimumCapacity: users.count)
+            for user in users { targets[user] = PushTarget(devices: [], unreadCount: 0) }
+            let widest = Self.pushTargetListSizes.last!
+            for start in stride(from: 0, to: users.count, by: widest) {
+                let chunk = users[start..<min(users.count, start + widest)]
+                let size = Self.pushTargetListSizes.first { $0 >= chunk.count }!
+                var values = [DatabaseValue]()
+                values.reserveCapacity(size + 1)
+                for user in chunk { values.append(user.rawValue.databaseValue) }
+                while values.count < size { values.append(values[0]) }
+                values.append(tenant.rawValue.databaseValue)
+                let arguments = StatementArguments(values)
+                let list = Array(repeating: "?", count: size).joined(separator: ",")
+                let devices = try db.cachedStatement(sql: Self.pushDevicesSQL(list))
+                let deviceRows = try Row.fetchCursor(devices, arguments: arguments)
+                while let row = try deviceRows.next() {
+                    let device = try Self.pushDevice(from: row)
                     targets[device.owner]?.devices.append(device)
                 }
-                for row in try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT user_id, COUNT(*) AS n FROM deliveries
-                        WHERE user_id IN (\(list)) AND tenant_id = ? AND read_at IS NULL GROUP BY user_id
-                        """,
-                    arguments: ids + [tenant.rawValue]
-                ) {
-                    targets[UserID(row["user_id"])]?.unreadCount = row["n"]
+                let counts = try db.cachedStatement(sql: Self.unreadCountsSQL(list))
+                let countRows = try Row.fetchCursor(counts, arguments: arguments)
+                while let row = try countRows.next() {
+                    targets[UserID(row[0] as Int64)]?.unreadCount = row[1]
                 }
             }
             return targets
         }
+    }
+
+    /// A device from a `pushDevicesSQL` row, read by position (no column-name lookups per row).
+    static func pushDevice(from row: Row) throws -> Device {
+        let environment: String = row[5]
+        let quarantinedAt: Double? = row[7]
+        return try Device(
+            tenant: TenantID(trusted: row[0]),
+            topic: row[1],
+            token: DeviceToken(trusted: row[2]),
+            owner: UserID(row[3] as Int64),
+            name: row[4],
+            environment: APNsEnvironment(rawValue: environment) ?? .production,
+            registeredAt: Date(unixSeconds: row[6]),
+            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
+        )
     }
 }

@@ -42,42 +42,75 @@ public struct APNsNotification: Sendable, Equatable {
         if let collapseID, collapseID.utf8.count > 64 {
             throw EngineError(.invalidInput, "the collapse id is longer than 64 bytes")
         }
-        guard UUID(uuidString: apnsID) != nil else { throw EngineError(.invalidInput, "apns-id must be a UUID") }
+        guard Self.isUUID(apnsID) else { throw EngineError(.invalidInput, "apns-id must be a UUID") }
         self.token = token
         self.topic = topic
         self.pushType = pushType
         self.priority = priority
         self.expiration = expiration
-        self.apnsID = apnsID.lowercased()
+        self.apnsID = apnsID.utf8.contains { (0x41...0x46).contains($0) } ? apnsID.lowercased() : apnsID
         self.collapseID = collapseID
         self.payload = payload
     }
 
     /// A name-based UUID (SHA-256, version 8 layout) for a delivery, stable across resends and restarts.
     public static func deterministicID(_ parts: String...) -> String {
-        var bytes = Array(SHA256.hash(data: Data(parts.joined(separator: "\u{1F}").utf8)).prefix(16))
+        var input: [UInt8] = []
+        input.reserveCapacity(parts.reduce(parts.count) { $0 + $1.utf8.count })
+        for (index, part) in parts.enumerated() {
+            if index > 0 { input.append(0x1F) }
+            input.append(contentsOf: part.utf8)
+        }
+        var bytes = Array(SHA256.hash(data: input).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let digits = Array("0123456789abcdef".utf8)
-        let hex = String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
-        let index = hex.startIndex
-        func slice(_ from: Int, _ to: Int) -> Substring {
-            hex[hex.index(index, offsetBy: from)..<hex.index(index, offsetBy: to)]
+        return String(unsafeUninitializedCapacity: 36) { text in
+            let digits: StaticString = "0123456789abcdef"
+            var at = 0
+            for (index, byte) in bytes.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    text[at] = UInt8(ascii: "-")
+                    at += 1
+                }
+                text[at] = digits.utf8Start[Int(byte >> 4)]
+                text[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                at += 2
+            }
+            return at
         }
-        return "\(slice(0, 8))-\(slice(8, 12))-\(slice(12, 16))-\(slice(16, 20))-\(slice(20, 32))"
+    }
+
+    /// Whether the text is a UUID in its 8-4-4-4-12 hexadecimal form (either case).
+    static func isUUID(_ text: String) -> Bool {
+        var count = 0
+        for (index, byte) in text.utf8.enumerated() {
+            count += 1
+            switch index {
+            case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+            default:
+                guard (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+                else { return false }
+            }
+        }
+        return count == 36
     }
 
     /// The request's header block (`authorization` is added by the client for token auth).
     func headers(authority: String) -> [HTTP2Header] {
-        var headers = [
-            HTTP2Header(":method", "POST"), HTTP2Header(":scheme", "https"),
-            HTTP2Header(":path", "/3/device/\(token.rawValue)"), HTTP2Header(":authority", authority),
-            HTTP2Header("apns-topic", topic), HTTP2Header("apns-push-type", pushType),
-            HTTP2Header("apns-priority", String(priority.rawValue)),
-            HTTP2Header("apns-expiration", String(Int64(expiration?.timeIntervalSince1970 ?? 0))),
-            HTTP2Header("apns-id", apnsID),
-        ]
-        if let collapseID { headers.append(HTTP2Header("apns-collapse-id", collapseID)) }
+        var headers: [HTTP2Header] = []
+        headers.reserveCapacity(11)
+        headers.append(HTTP2Header(lowercased: ":method", "POST"))
+        headers.append(HTTP2Header(lowercased: ":scheme", "https"))
+        headers.append(HTTP2Header(lowercased: ":path", "/3/device/" + token.rawValue))
+        headers.append(HTTP2Header(lowercased: ":authority", authority))
+        headers.append(HTTP2Header(lowercased: "apns-topic", topic))
+        headers.append(HTTP2Header(lowercased: "apns-push-type", pushType))
+        headers.append(HTTP2Header(lowercased: "apns-priority", String(priority.rawValue)))
+        headers.append(
+            HTTP2Header(lowercased: "apns-expiration", String(Int64(expiration?.timeIntervalSince1970 ?? 0)))
+        )
+        headers.append(HTTP2Header(lowercased: "apns-id", apnsID))
+        if let collapseID { headers.append(HTTP2Header(lowercased: "apns-collapse-id", collapseID)) }
         return headers
     }
 }

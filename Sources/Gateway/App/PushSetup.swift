@@ -96,7 +96,7 @@ struct PushService: Service {
 
     func run() async throws {
         if let gateway = stack.gateway {
-            try? await cancelWhenGracefulShutdown {
+            await cancelWhenGracefulShutdown {
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask { await gateway.run() }
                     group.addTask { await maintain() }
@@ -126,6 +126,6 @@ struct SchedulerService: Service {
     let scheduler: Scheduler
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown { await scheduler.run() }
+        await cancelWhenGracefulShutdown { await scheduler.run() }
     }
 }

@@ -12,6 +12,12 @@ public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
         self.value = value
     }
 
+    /// A name the caller guarantees is lower-case already (a literal): not checked again for every request.
+    init(lowercased name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+
     public var description: String { "\(name): \(value)" }
 }
 

@@ -308,7 +308,9 @@ final class NGHTTP2Session {
     /// Calls `body` with an nghttp2 name/value array over one contiguous copy of the header block.
     private func withNameValues<T>(_ headers: [HTTP2Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
         var storage: [UInt8] = [0]
+        storage.reserveCapacity(headers.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count })
         var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+        spans.reserveCapacity(headers.count)
         for header in headers {
             let name = storage.count
             storage.append(contentsOf: header.name.utf8)
