@@ -218,6 +218,8 @@ struct DueIndexTests {
         #expect(unsettled.contains("deliveries_unsettled"), "\(unsettled)")
         let devices = try await plan(SQLiteStore.pushDevicesSQL("?,?,?"))
         #expect(devices.contains("USING INDEX devices_owner (user_id=?)"), "\(devices)")
+        let unread = try await plan(SQLiteStore.unreadCountsSQL("?,?,?"))
+        #expect(unread.contains("USING COVERING INDEX deliveries_unread (user_id=? AND tenant_id=?"), "\(unread)")
         // Only due rows come back, however many users there are: 300 users at 08:00 UTC, three at 08:00 Berlin.
         let many = try await f.store.createUsers(
             try (1...300).map {

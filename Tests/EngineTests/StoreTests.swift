@@ -228,6 +228,57 @@ struct StoreTests {
         #expect(!plan.contains { $0.contains("SCAN deliveries") })
     }
 
+    @Test("A batch commit moves only rows still at the fire time it read, records the day either way, logs one change")
+    func scheduleCommitCompareAndSet() async throws {
+        let f = try await StoreFixture.make()
+        let a = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        let b = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.b.id))
+        let start = try await f.store.latestChangeSequence()
+        let next = PlannedFire(
+            date: try LocalDate(parsing: "2026-11-24"),
+            fireAt: Date(timeIntervalSince1970: 1_900_000_000)
+        )
+        func update(_ user: User, expected: Date) throws -> ScheduleUpdate {
+            ScheduleUpdate(
+                tenant: f.acme,
+                user: user.id,
+                expectedFireAt: expected,
+                delivery: NewDelivery(
+                    tenant: f.acme,
+                    user: user.id,
+                    impulse: try ImpulseID("one"),
+                    kind: .scheduled,
+                    localDate: "2026-11-23",
+                    assignedAt: Date(),
+                    awaitsPush: true
+                ),
+                next: next
+            )
+        }
+        // b's row moved after the batch read it (a preference change): its stale expectation must not move it.
+        let recorded = try await f.store.commitSchedules([
+            try update(f.a, expected: a.fireAt), try update(f.b, expected: b.fireAt.addingTimeInterval(-60)),
+        ])
+        #expect(recorded.map(\.user) == [f.a.id, f.b.id])
+        let movedA = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        #expect(movedA.fireAt == next.fireAt && movedA.localDate == next.date)
+        #expect(movedA.lastDate?.description == "2026-11-23")
+        let keptB = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.b.id))
+        #expect(keptB.fireAt == b.fireAt && keptB.localDate == b.localDate)
+        #expect(keptB.lastDate?.description == "2026-11-23")
+        let changes = try await f.store.changes(after: start, limit: 10)
+        #expect(changes.map(\.subject) == [.ledgers([f.a.id, f.b.id])])
+        // A node following the feed drops both users' cached state from one entry.
+        let ledger = DeliveryLedger(store: f.store)
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.b.id) == 1)
+        _ = try await f.store.recordDeliveries([
+            NewDelivery(tenant: f.acme, user: f.b.id, impulse: try ImpulseID("two"), kind: .manual, assignedAt: Date())
+        ])
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.b.id) == 1)  // still cached
+        await ledger.apply(StoreChange(sequence: 0, tenant: f.acme, subject: .ledgers([f.a.id, f.b.id]), origin: "x"))
+        #expect(try await ledger.unreadCount(tenant: f.acme, user: f.b.id) == 2)
+    }
+
     @Test("Queries are scoped by tenant")
     func scoping() async throws {
         let f = try await StoreFixture.make()

@@ -8,6 +8,8 @@ public struct StoreChange: Sendable, Equatable {
         case credentials(username: String)
         /// The user's deliveries or read state changed.
         case ledger(UserID)
+        /// Several users' deliveries changed in one transaction (a scheduler batch): one entry, not one each.
+        case ledgers([UserID])
         /// The tenant's catalog changed.
         case catalog
         /// The user's profile or preferences changed.

@@ -156,6 +156,10 @@ public final class DeliveryLedger: Sendable {
     public func apply(_ change: StoreChange) async {
         switch change.subject {
         case .ledger(let user): await shard(user).invalidate(tenant: change.tenant, user: user)
+        case .ledgers(let users):
+            for (index, group) in Dictionary(grouping: users, by: shardIndex) {
+                await shards[index].invalidate(tenant: change.tenant, users: group)
+            }
         case .catalog: for shard in shards { await shard.invalidate(tenant: change.tenant) }
         case .credentials, .profile: break
         }

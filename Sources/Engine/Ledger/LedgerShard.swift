@@ -142,6 +142,10 @@ actor LedgerShard {
         generation[key, default: 0] &+= 1
     }
 
+    func invalidate(tenant: TenantID, users: [UserID]) {
+        for user in users { invalidate(tenant: tenant, user: user) }
+    }
+
     func invalidate(tenant: TenantID) {
         for key in users.keys where key.tenant == tenant {
             invalidate(tenant: tenant, user: key.user)

@@ -29,12 +29,25 @@ extension SQLiteStore {
             switch subject {
             case .credentials(let username): ("credentials", username)
             case .ledger(let user): ("ledger", user.description)
+            case .ledgers(let users): ("ledgers", users.map(\.description).joined(separator: ","))
             case .catalog: ("catalog", "")
             case .profile(let user): ("profile", user.description)
             }
         // Cached: a burst logs one change per delivery, and parsing the statement each time cost more than the insert.
         try db.cachedStatement(sql: "INSERT INTO changes (tenant_id, kind, subject, origin, at) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [tenant.rawValue, kind, value, nodeID, Date().unixSeconds])
+    }
+
+    /// One change entry per tenant for the users whose deliveries were recorded in this transaction.
+    func logLedgerChanges(_ db: Database, _ deliveries: [Delivery]) throws {
+        var users: [TenantID: [UserID]] = [:]
+        var seen = Set<UserID>()
+        for delivery in deliveries where seen.insert(delivery.user).inserted {
+            users[delivery.tenant, default: []].append(delivery.user)
+        }
+        for (tenant, users) in users.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            try logChange(db, tenant: tenant, subject: users.count == 1 ? .ledger(users[0]) : .ledgers(users))
+        }
     }
 
     static func change(from row: Row) -> StoreChange? {
@@ -44,6 +57,7 @@ extension SQLiteStore {
         switch kind {
         case "credentials": subject = .credentials(username: value)
         case "ledger": subject = .ledger(UserID(Int64(value) ?? 0))
+        case "ledgers": subject = .ledgers(value.split(separator: ",").compactMap { Int64($0).map(UserID.init) })
         case "catalog": subject = .catalog
         case "profile": subject = .profile(UserID(Int64(value) ?? 0))
         default: return nil

@@ -9,11 +9,13 @@ extension SQLiteStore {
             for new in deliveries {
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
+            try self.logLedgerChanges(db, recorded)
             return recorded
         }
     }
 
-    /// Inserts one assignment with the prepared statement; nil when its daily key already exists.
+    /// Inserts one assignment with the prepared statement; nil when its daily key already exists. The caller logs
+    /// the change (`logLedgerChanges`) once for everything it inserted.
     func insert(_ new: NewDelivery, with insert: Statement, _ db: Database) throws -> Delivery? {
         let assignedAt = new.assignedAt.unixSeconds
         try insert.execute(arguments: [
@@ -22,7 +24,6 @@ extension SQLiteStore {
         ])
         guard db.changesCount > 0 else { return nil }
         let id = DeliveryID(db.lastInsertedRowID)
-        try self.logChange(db, tenant: new.tenant, subject: .ledger(new.user))
         return Delivery(
             id: id,
             tenant: new.tenant,

@@ -85,9 +85,14 @@ extension SQLiteStore {
         guard !updates.isEmpty else { return [] }
         return try await write { db in
             let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
-            let delivered = try db.cachedStatement(
+            // The move is a compare-and-set on the fire time the batch read (a concurrent preference change wins);
+            // the delivered date is recorded either way. Right-hand sides read the row as it was before.
+            let deliveredAndMove = try db.cachedStatement(
                 sql: """
-                    UPDATE schedules SET last_date = MAX(COALESCE(last_date, ''), ?) WHERE user_id = ? AND tenant_id = ?
+                    UPDATE schedules SET last_date = MAX(COALESCE(last_date, ''), ?),
+                        fire_at = CASE WHEN fire_at = ? THEN ? ELSE fire_at END,
+                        local_date = CASE WHEN fire_at = ? THEN ? ELSE local_date END
+                    WHERE user_id = ? AND tenant_id = ?
                     """
             )
             let move = try db.cachedStatement(
@@ -98,15 +103,22 @@ extension SQLiteStore {
             )
             var recorded: [Delivery] = []
             for update in updates {
+                let expected = update.expectedFireAt.unixSeconds
+                let nextFireAt = update.next?.fireAt.unixSeconds
+                let nextDate = update.next?.date.description
                 if let new = update.delivery {
                     if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
-                    try delivered.execute(arguments: [new.localDate, update.user.rawValue, update.tenant.rawValue])
+                    try deliveredAndMove.execute(arguments: [
+                        new.localDate, expected, nextFireAt, expected, nextDate, update.user.rawValue,
+                        update.tenant.rawValue,
+                    ])
+                } else {
+                    try move.execute(arguments: [
+                        nextFireAt, nextDate, update.user.rawValue, update.tenant.rawValue, expected,
+                    ])
                 }
-                try move.execute(arguments: [
-                    update.next?.fireAt.unixSeconds, update.next?.date.description, update.user.rawValue,
-                    update.tenant.rawValue, update.expectedFireAt.unixSeconds,
-                ])
             }
+            try self.logLedgerChanges(db, recorded)
             return recorded
         }
     }
@@ -211,6 +223,7 @@ extension SQLiteStore {
                 )
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
+            try self.logLedgerChanges(db, recorded)
             return recorded
         }
     }

@@ -129,6 +129,17 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v5-unread-covering") { db in
+            // Badges count a user's unread deliveries of the tenant: with the tenant in the index the count never
+            // reads the table, however many unread deliveries a user has piled up (`read_at` is in it only so
+            // that SQLite sees the index covers the query).
+            try db.execute(
+                sql: """
+                    DROP INDEX deliveries_unread;
+                    CREATE INDEX deliveries_unread ON deliveries(user_id, tenant_id, read_at) WHERE read_at IS NULL;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -48,7 +48,7 @@ public final class Authenticator: Sendable {
         switch change.subject {
         case .credentials(let username): cache.invalidate(tenant: change.tenant, username: username)
         case .profile(let user): cache.invalidate(tenant: change.tenant, user: user)
-        case .ledger, .catalog: break
+        case .ledger, .ledgers, .catalog: break
         }
     }
 
