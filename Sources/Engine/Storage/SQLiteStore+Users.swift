@@ -213,8 +213,22 @@ extension SQLiteStore {
 
     /// The delivery preference columns of a `users` row.
     static func preferences(from row: Row) throws -> DeliveryPreferences {
-        let quietStart: Int? = row["quiet_start"]
-        let quietEnd: Int? = row["quiet_end"]
+        try preferences(
+            timeZone: row["time_zone"],
+            deliveryMinute: row["delivery_minute"],
+            quietStart: row["quiet_start"],
+            quietEnd: row["quiet_end"],
+            weekdays: row["weekdays"]
+        )
+    }
+
+    static func preferences(
+        timeZone: String?,
+        deliveryMinute: Int?,
+        quietStart: Int?,
+        quietEnd: Int?,
+        weekdays: Int
+    ) throws -> DeliveryPreferences {
         var quietHours: QuietHours?
         if let quietStart, let quietEnd {
             quietHours = QuietHours(
@@ -222,12 +236,11 @@ extension SQLiteStore {
                 end: try LocalTime(minuteOfDay: quietEnd)
             )
         }
-        let deliveryMinute: Int? = row["delivery_minute"]
         return DeliveryPreferences(
-            timeZone: row["time_zone"],
+            timeZone: timeZone,
             deliveryTime: try deliveryMinute.map { (minute) throws(EngineError) in try LocalTime(minuteOfDay: minute) },
             quietHours: quietHours,
-            weekdays: Weekdays(uncheckedMask: row["weekdays"])
+            weekdays: Weekdays(uncheckedMask: weekdays)
         )
     }
 
