@@ -123,8 +123,9 @@ public struct BrokerMetrics: Sendable {
     }
 
     /// A token event: `registered`, `moved`, `unregistered`, `quarantined` or `removed`.
-    func token(_ event: String, tenant: TenantID) {
-        counter(Name.tokens, [("tenant", tenantLabel(tenant)), ("event", event)]).increment()
+    func token(_ event: String, tenant: TenantID, count: Int = 1) {
+        guard count > 0 else { return }
+        counter(Name.tokens, [("tenant", tenantLabel(tenant)), ("event", event)]).increment(by: count)
     }
 
     func dispatched(_ outcome: String, count: Int) {

@@ -81,21 +81,29 @@ public actor TokenRegistry {
     /// Returns whether each changed a device.
     public func apply(tenant: Tenant, _ verdicts: [TokenVerdict]) async throws -> [Bool] {
         let changed = try await store.applyTokenVerdicts(tenant: tenant.id, topic: tenant.apnsTopic, verdicts)
+        var quarantined = 0
+        var removed = 0
         for (verdict, changed) in zip(verdicts, changed) {
-            let metadata: Logger.Metadata = ["tenant.id": "\(tenant.id)", "device.token": "\(verdict.token)"]
+            // Built only when the line is logged (the metadata's closure is not run below the log level).
+            func metadata() -> Logger.Metadata { ["tenant.id": "\(tenant.id)", "device.token": "\(verdict.token)"] }
             switch (verdict.kind, changed) {
             case (.quarantine, true):
-                metrics.token("quarantined", tenant: tenant.id)
-                logger.notice("device token quarantined", metadata: metadata)
+                quarantined += 1
+                logger.notice("device token quarantined", metadata: metadata())
             case (.remove, true):
-                metrics.token("removed", tenant: tenant.id)
-                logger.notice("device token removed", metadata: metadata)
+                removed += 1
+                logger.notice("device token removed", metadata: metadata())
             case (.remove(let before), false) where before != .distantFuture:
-                logger.notice("device token kept: registered after APNs' verdict, or already gone", metadata: metadata)
+                logger.notice(
+                    "device token kept: registered after APNs' verdict, or already gone",
+                    metadata: metadata()
+                )
             case (.quarantine, false), (.remove, false):
                 break
             }
         }
+        metrics.token("quarantined", tenant: tenant.id, count: quarantined)
+        metrics.token("removed", tenant: tenant.id, count: removed)
         return changed
     }
 }

@@ -392,10 +392,18 @@ public actor APNsClient {
             return .transportFailure(description: "an answer without :status", resendable: false)
         }
         if status == 200 { return .accepted(apnsID: response["apns-id"] ?? "") }
-        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
-        let reason = object?["reason"] as? String ?? "HTTP \(status)"
-        let timestamp = (object?["timestamp"] as? Double).map { Date(timeIntervalSince1970: $0 / 1000) }
+        // Decoded into a two-field struct: every dead token's answer is parsed here, and bridging through
+        // `JSONSerialization`'s dictionaries of `Any` cost more than the rest of handling the answer.
+        let body = try? JSONDecoder().decode(ErrorBody.self, from: Data(response.body.readableBytesView))
+        let reason = body?.reason ?? "HTTP \(status)"
+        let timestamp = body?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }
         return .rejected(status: status, reason: reason, timestamp: timestamp)
+    }
+
+    /// APNs' error body: `{"reason": "...", "timestamp": <milliseconds>}` (the timestamp only with 410).
+    private struct ErrorBody: Decodable {
+        var reason: String?
+        var timestamp: Double?
     }
 }
 
