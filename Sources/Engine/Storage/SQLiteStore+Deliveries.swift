@@ -121,19 +121,23 @@ extension SQLiteStore {
             let settled = try db.cachedStatement(
                 sql: "UPDATE deliveries SET settled_at = ? WHERE id = ? AND tenant_id = ? AND settled_at IS NULL"
             )
-            // Pushed marks (nearly all of them in a burst) go 64 to a statement.
-            var pushedMarks: [DatabaseValue] = []
+            // Pushed marks (nearly all of them in a burst) go 64 to a statement; the rest one by one, below.
+            var pushedMarks: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
             for mark in marks {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
                 case .pushed(let apnsID):
-                    pushedMarks += [
-                        mark.delivery.rawValue.databaseValue, mark.tenant.rawValue.databaseValue, at.databaseValue,
-                        apnsID.databaseValue,
-                    ]
-                    if pushedMarks.count == 4 * Self.pushedMarksPerStatement {
+                    pushedMarks.append((mark.delivery.rawValue, mark.tenant.rawValue, at, apnsID))
+                    if pushedMarks.count == Self.pushedMarksPerStatement {
                         try db.cachedStatement(sql: Self.pushedMarksSQL).execute(
-                            arguments: StatementArguments(pushedMarks)
+                            arguments: StatementArguments(
+                                pushedMarks.flatMap {
+                                    [
+                                        $0.delivery.databaseValue, $0.tenant.databaseValue, $0.at.databaseValue,
+                                        $0.apnsID.databaseValue,
+                                    ]
+                                }
+                            )
                         )
                         pushedMarks.removeAll(keepingCapacity: true)
                     }
@@ -146,13 +150,8 @@ extension SQLiteStore {
                     }
                 }
             }
-            for start in stride(from: 0, to: pushedMarks.count, by: 4) {
-                try pushed.execute(
-                    arguments: [
-                        pushedMarks[start + 2], pushedMarks[start + 3], pushedMarks[start + 2], pushedMarks[start],
-                        pushedMarks[start + 1],
-                    ]
-                )
+            for mark in pushedMarks {
+                try pushed.execute(arguments: [mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
             }
         }
     }

@@ -61,7 +61,8 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM devices WHERE tenant_id = ? AND user_id = ? ORDER BY registered_at DESC",
+                sql:
+                    "SELECT \(Self.deviceColumns) FROM devices WHERE tenant_id = ? AND user_id = ? ORDER BY registered_at DESC",
                 arguments: [tenant.rawValue, owner.rawValue]
             ).map(Self.device(from:))
         }
@@ -71,7 +72,7 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchOne(
                 db,
-                sql: "SELECT * FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
+                sql: "SELECT \(Self.deviceColumns) FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
                 arguments: [tenant.rawValue, topic, token.rawValue]
             ).map(Self.device(from:))
         }
@@ -100,17 +101,22 @@ extension SQLiteStore {
         }
     }
 
+    /// The columns `device(from:)` reads, by position in this order.
+    static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"
+
+    /// A device from a row of `deviceColumns`, read by position (no column-name lookups per row: the push
+    /// gateway decodes one per push).
     static func device(from row: Row) throws -> Device {
-        let environment: String = row["environment"]
-        let quarantinedAt: Double? = row["quarantined_at"]
+        let environment: String = row[5]
+        let quarantinedAt: Double? = row[7]
         return try Device(
-            tenant: TenantID(trusted: row["tenant_id"]),
-            topic: row["topic"],
-            token: DeviceToken(trusted: row["token"]),
-            owner: UserID(row["user_id"]),
-            name: row["name"],
+            tenant: TenantID(trusted: row[0]),
+            topic: row[1],
+            token: DeviceToken(trusted: row[2]),
+            owner: UserID(row[3] as Int64),
+            name: row[4],
             environment: APNsEnvironment(rawValue: environment) ?? .production,
-            registeredAt: Date(unixSeconds: row["registered_at"]),
+            registeredAt: Date(unixSeconds: row[6]),
             quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
         )
     }

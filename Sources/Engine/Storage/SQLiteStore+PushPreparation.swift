@@ -2,13 +2,12 @@ import Foundation
 import GRDB
 
 extension SQLiteStore {
-    /// A batch's devices, columns in the order `pushDevice(from:)` reads them. The index is named: without
+    /// A batch's devices (`deviceColumns`, decoded by `device(from:)`). The index is named: without
     /// statistics SQLite preferred the primary key's tenant prefix and read every device of the tenant for each
     /// batch (quadratic in the burst, a third of its time).
     static func pushDevicesSQL(_ placeholders: String) -> String {
         """
-        SELECT tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at
-        FROM devices INDEXED BY devices_owner WHERE user_id IN (\(placeholders)) AND tenant_id = ?
+        SELECT \(deviceColumns) FROM devices INDEXED BY devices_owner WHERE user_id IN (\(placeholders)) AND tenant_id = ?
         ORDER BY registered_at DESC
         """
     }
@@ -43,7 +42,7 @@ extension SQLiteStore {
                 let devices = try db.cachedStatement(sql: Self.pushDevicesSQL(list))
                 let deviceRows = try Row.fetchCursor(devices, arguments: arguments)
                 while let row = try deviceRows.next() {
-                    let device = try Self.pushDevice(from: row)
+                    let device = try Self.device(from: row)
                     targets[device.owner]?.devices.append(device)
                 }
                 let counts = try db.cachedStatement(sql: Self.unreadCountsSQL(list))
@@ -54,21 +53,5 @@ extension SQLiteStore {
             }
             return targets
         }
-    }
-
-    /// A device from a `pushDevicesSQL` row, read by position (no column-name lookups per row).
-    static func pushDevice(from row: Row) throws -> Device {
-        let environment: String = row[5]
-        let quarantinedAt: Double? = row[7]
-        return try Device(
-            tenant: TenantID(trusted: row[0]),
-            topic: row[1],
-            token: DeviceToken(trusted: row[2]),
-            owner: UserID(row[3] as Int64),
-            name: row[4],
-            environment: APNsEnvironment(rawValue: environment) ?? .production,
-            registeredAt: Date(unixSeconds: row[6]),
-            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
-        )
     }
 }

@@ -102,13 +102,6 @@ public final class APNsPushTransport: PushTransport {
             case .refused(let result): answers[index] = PushAnswer(result: result, latency: .zero)
             }
         }
-        // Nearly always one pool (a tenant's batch): sent without a task group's child task.
-        if groups.count == 1, let entry = groups.first?.value {
-            for (index, answer) in zip(entry.indices, await entry.client.send(batch: entry.notifications)) {
-                answers[index] = answer
-            }
-            return answers.map { $0! }
-        }
         await withTaskGroup(of: (indices: [Int], answers: [PushAnswer]).self) { group in
             for entry in groups.values {
                 group.addTask { (entry.indices, await entry.client.send(batch: entry.notifications)) }

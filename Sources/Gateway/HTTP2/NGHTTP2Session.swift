@@ -305,23 +305,18 @@ final class NGHTTP2Session {
         }
     }
 
-    /// Fields whose value is new in every message (a device path, an apns-id, a collapse id): sent without
-    /// entering HPACK's dynamic table, where they would only push out the fields that do repeat.
-    static let unindexedFields: Set<String> = [":path", "apns-id", "apns-collapse-id"]
-
     /// Calls `body` with an nghttp2 name/value array over one contiguous copy of the header block.
     private func withNameValues<T>(_ headers: [HTTP2Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
         var storage: [UInt8] = [0]
         storage.reserveCapacity(headers.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
+        var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
         spans.reserveCapacity(headers.count)
         for header in headers {
             let name = storage.count
             storage.append(contentsOf: header.name.utf8)
             let value = storage.count
             storage.append(contentsOf: header.value.utf8)
-            let flags = Self.unindexedFields.contains(header.name) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE
-            spans.append((name, header.name.utf8.count, value, header.value.utf8.count, UInt8(flags.rawValue)))
+            spans.append((name, header.name.utf8.count, value, header.value.utf8.count))
         }
         return storage.withUnsafeMutableBufferPointer { bytes in
             // `storage` starts with one byte, so the base address exists.
@@ -332,7 +327,7 @@ final class NGHTTP2Session {
                     value: base + $0.value,
                     namelen: $0.nameLength,
                     valuelen: $0.valueLength,
-                    flags: $0.flags
+                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
                 )
             }
             return nva.withUnsafeBufferPointer { pointer in
