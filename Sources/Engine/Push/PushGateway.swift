@@ -310,11 +310,10 @@ public actor PushGateway {
             var verdicts: [TokenVerdict] = []
             metrics.pushes(tenant: tenantID, answers)
             for (sent, answer) in zip(sends, answers) {
-                let action = configuration.policy.action(
-                    for: answer.result,
-                    attempt: 1,
-                    jitter: Double.random(in: 0...1)
-                )
+                // The jitter only spreads retries: an accepted push does not draw a random number (a system call).
+                let jitter: Double
+                if case .accepted = answer.result { jitter = 0 } else { jitter = Double.random(in: 0...1) }
+                let action = configuration.policy.action(for: answer.result, attempt: 1, jitter: jitter)
                 switch (action, answer.result) {
                 case (.delivered, .accepted(let apnsID)):
                     counts.accepted += 1

@@ -66,7 +66,8 @@ extension PushTransport {
 /// What a push needs besides the delivery, read ahead for a batch: the user's devices and the badge.
 ///
 /// The badge is the unread count when the batch was read; a read in the moments before the push makes it one too
-/// high until the next push, which the app corrects when it fetches.
+/// high until the next push, which the app corrects when it fetches. It is counted only for a user with a device
+/// (0 without one): nothing is pushed without a device.
 public struct PushTarget: Sendable, Equatable {
     public var devices: [Device]
     public var unreadCount: Int

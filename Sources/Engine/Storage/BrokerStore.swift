@@ -99,7 +99,8 @@ public protocol BrokerStore: Sendable {
     /// Deliveries waiting for the push gateway, assigned since `assignedAfter`, by id, after `after`.
     func unsettledDeliveries(assignedAfter: Date, after: DeliveryID?, limit: Int) async throws -> [Delivery]
 
-    /// For a batch of deliveries about to be pushed: each user's devices and unread count, in a few statements.
+    /// For a batch of deliveries about to be pushed: each user's devices and, for users with a device, the unread
+    /// count, in a few statements.
     func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget]
 
     // MARK: Reminders

@@ -131,34 +131,53 @@ public struct ImpulsePayload: Sendable {
         self.sound = sound
     }
 
-    /// The payload as JSON with sorted keys, written directly: this runs once per push, and going through
-    /// `JSONSerialization` (bridging to dictionaries of `Any`) cost more than the rest of the push.
+    /// The payload as JSON with sorted keys, written byte by byte: this runs once per push, and going through
+    /// `JSONSerialization` (bridging to dictionaries of `Any`) cost more than the rest of the push; concatenating
+    /// strings still cost 4% of the gateway's time in a profile.
     public func encoded() throws -> Data {
-        var json = #"{"aps":{"alert":{"#
-        if let body { json += #""body":"# + Self.quoted(body) + "," }
-        json += #""title":"# + Self.quoted(title) + #"},"badge":"# + String(max(0, badge))
-        if let sound { json += #","sound":"# + Self.quoted(sound) }
-        json += #"},"impulseID":"# + Self.quoted(impulseID) + "}"
-        return Data(json.utf8)
+        var json: [UInt8] = []
+        json.reserveCapacity(
+            64 + title.utf8.count + impulseID.utf8.count + (body?.utf8.count ?? 0) + (sound?.utf8.count ?? 0)
+        )
+        json += #"{"aps":{"alert":{"#.utf8
+        if let body {
+            json += #""body":"#.utf8
+            Self.appendQuoted(body, to: &json)
+            json.append(UInt8(ascii: ","))
+        }
+        json += #""title":"#.utf8
+        Self.appendQuoted(title, to: &json)
+        json += #"},"badge":"#.utf8
+        json += String(max(0, badge)).utf8
+        if let sound {
+            json += #","sound":"#.utf8
+            Self.appendQuoted(sound, to: &json)
+        }
+        json += #"},"impulseID":"#.utf8
+        Self.appendQuoted(impulseID, to: &json)
+        json.append(UInt8(ascii: "}"))
+        return Data(json)
     }
 
-    /// A JSON string literal: quotes, backslashes and control characters escaped (RFC 8259, section 7).
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        out.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+    /// Appends a JSON string literal: quotes, backslashes and control characters escaped (RFC 8259, section 7).
+    /// Bytes from 0x20 up go through as they are: a Swift string is valid UTF-8.
+    static func appendQuoted(_ text: String, to json: inout [UInt8]) {
+        json.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): json += #"\""#.utf8
+            case UInt8(ascii: "\\"): json += #"\\"#.utf8
+            case UInt8(ascii: "\n"): json += #"\n"#.utf8
+            case UInt8(ascii: "\r"): json += #"\r"#.utf8
+            case UInt8(ascii: "\t"): json += #"\t"#.utf8
+            case ..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                json += #"\u00"#.utf8
+                json.append(hex[Int(byte >> 4)])
+                json.append(hex[Int(byte & 0x0F)])
+            default: json.append(byte)
             }
         }
-        return out + "\""
+        json.append(UInt8(ascii: "\""))
     }
 }
