@@ -39,7 +39,9 @@ struct BenchCommand: AsyncParsableCommand {
             ? Size(users: 2000, requests: 2000, peerPushes: 500)
             : Size(users: users, requests: requests, peerPushes: peerPushes)
         let wanted = Set(scenarios.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
-        var results: [String: Any] = ["machine": Machine.describe(), "size": size.json, "smoke": smoke]
+        var results: [String: Any] = [
+            "machine": Machine.describe(), "binaries": Machine.binaries(), "size": size.json, "smoke": smoke,
+        ]
         let simulator = try await SimulatorProcess.start(work: work + "/sim")
         defer { simulator.stop() }
         results["simulatorCeiling"] = try H2Load.simulatorCeiling(simulator, requests: size.requests, work: work)
@@ -94,6 +96,34 @@ enum Machine {
             .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last
             .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
         return ["cores": ProcessInfo.processInfo.activeProcessorCount, "memory": memory, "cpu": model]
+    }
+
+    /// When this benchmark's binary and the simulator's (`broker`, beside it) were built. `swift build -c release
+    /// --product broker-bench` leaves an older `broker` in place, and the simulator then runs old code: a
+    /// simulator older than the benchmark by more than ten minutes gets a warning (false when only the
+    /// benchmark's own sources changed).
+    static func binaries() -> [String: Any] {
+        func modified(_ path: String) -> Date? {
+            (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+        }
+        let bench = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        let simulator = SimulatorProcess.brokerBinary
+        let format = ISO8601DateFormatter()
+        guard let benchBuilt = modified(bench), let simulatorBuilt = modified(simulator) else {
+            return ["benchmark": bench, "simulator": simulator]
+        }
+        if simulatorBuilt < benchBuilt.addingTimeInterval(-600) {
+            FileHandle.standardError.write(
+                Data(
+                    ("warning: the simulator binary \(simulator) is older than \(bench); unless only the "
+                        + "benchmark's sources changed, build both (swift build -c release)\n").utf8
+                )
+            )
+        }
+        return [
+            "benchmark": bench, "benchmarkBuilt": format.string(from: benchBuilt), "simulator": simulator,
+            "simulatorBuilt": format.string(from: simulatorBuilt),
+        ]
     }
 
     /// Peak resident set size of this process since the last reset, in bytes (VmHWM).
