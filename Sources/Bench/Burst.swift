@@ -82,7 +82,7 @@ enum Burst {
         let durableSeconds = started.duration(to: .now).seconds
         let statistics = await gateway.statistics
         let sim = try await simulator.counts()
-        running.cancel()
+        await app.shutdown()
         _ = await running.result
         return [
             "users": users,

@@ -86,7 +86,7 @@ enum RestLoad {
             name: "warm"
         )
         let broker = try H2Load.parallel(load(url, auth: true), work: work, name: "broker")
-        running.cancel()
+        await app.shutdown()
         _ = await running.result
 
         guard let nghttpd = which("nghttpd") else {

@@ -31,6 +31,13 @@ public struct BrokerApplication: Service {
     public func run() async throws {
         try await group.run()
     }
+
+    /// Stops the services as a shutdown signal would: in reverse order, each one gracefully (the listeners send
+    /// GOAWAY and finish their requests, the gateway flushes its outcomes). `run()` returns when they have.
+    /// Cancelling `run()`'s task instead stops them abruptly, and the HTTP servers log the cancellation as errors.
+    public func shutdown() async {
+        await group.triggerGracefulShutdown()
+    }
 }
 
 /// Wires the Engine actors to the HTTP edges. `main` and the tests both build the broker through here.
