@@ -129,15 +129,17 @@ extension SQLiteStore {
                 case .pushed(let apnsID):
                     pushedMarks.append((mark.delivery.rawValue, mark.tenant.rawValue, at, apnsID))
                     if pushedMarks.count == Self.pushedMarksPerStatement {
+                        // One flat argument list, filled in place (no array per mark on this path).
+                        var values: [DatabaseValue] = []
+                        values.reserveCapacity(4 * pushedMarks.count)
+                        for mark in pushedMarks {
+                            values.append(mark.delivery.databaseValue)
+                            values.append(mark.tenant.databaseValue)
+                            values.append(mark.at.databaseValue)
+                            values.append(mark.apnsID.databaseValue)
+                        }
                         try db.cachedStatement(sql: Self.pushedMarksSQL).execute(
-                            arguments: StatementArguments(
-                                pushedMarks.flatMap {
-                                    [
-                                        $0.delivery.databaseValue, $0.tenant.databaseValue, $0.at.databaseValue,
-                                        $0.apnsID.databaseValue,
-                                    ]
-                                }
-                            )
+                            arguments: StatementArguments(values)
                         )
                         pushedMarks.removeAll(keepingCapacity: true)
                     }
