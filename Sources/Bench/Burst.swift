@@ -48,6 +48,7 @@ enum Burst {
         )
         Machine.resetPeakRSS()
         let started = ContinuousClock.now
+        let cpuStarted = (broker: Machine.cpuSeconds() ?? 0, simulator: simulator.cpuSeconds())
         let app = try await buildApplication(
             configuration: configuration,
             store: store,
@@ -74,6 +75,10 @@ enum Burst {
             try await Task.sleep(for: .milliseconds(20))
         }
         let seconds = started.duration(to: .now).seconds
+        let cpu = (
+            broker: (Machine.cpuSeconds() ?? 0) - cpuStarted.broker,
+            simulator: simulator.cpuSeconds() - cpuStarted.simulator
+        )
         let peak = Machine.peakRSS()
         // The marks are group-committed behind the pushes: wait until every delivery is settled in the store.
         while try await !store.unsettledDeliveries(assignedAfter: .distantPast, after: nil, limit: 1).isEmpty {
@@ -95,6 +100,9 @@ enum Burst {
             "acceptedPerSecond": Double(finished.accepted) / seconds,
             "deliveriesPerSecond": Double(users) / seconds,
             "peakRSSBytes": peak,
+            // Until the last answer: the broker (this process) and the simulator, per user.
+            "brokerCPUMicrosecondsPerUser": cpu.broker / Double(users) * 1e6,
+            "simulatorCPUMicrosecondsPerUser": cpu.simulator / Double(users) * 1e6,
             "tokensRemoved": statistics.tokensRemoved,
             "tokensQuarantined": statistics.tokensQuarantined,
             "retried": statistics.retried,

@@ -112,21 +112,34 @@ enum Peer {
         )
         let running = Task { await gateway.run() }
         var rates: [Double] = []
+        var cpu: [(broker: Double, simulator: Double)] = []
         for round in 0..<rounds {
             FileHandle.standardError.write(
                 Data("  peer: the gateway pushes \(pushes) deliveries (round \(round + 1) of \(rounds))\n".utf8)
             )
             let started = ContinuousClock.now
+            let cpuStarted = (broker: Machine.cpuSeconds() ?? 0, simulator: simulator.cpuSeconds())
             for delivery in deliveries[(round * pushes)..<((round + 1) * pushes)] { await gateway.enqueue(delivery) }
             while await gateway.statistics.accepted < (round + 1) * pushes {
                 try await Task.sleep(for: .milliseconds(5))
             }
             rates.append(Double(pushes) / started.duration(to: .now).seconds)
+            cpu.append(
+                (
+                    ((Machine.cpuSeconds() ?? 0) - cpuStarted.broker) / Double(pushes) * 1e6,
+                    (simulator.cpuSeconds() - cpuStarted.simulator) / Double(pushes) * 1e6
+                )
+            )
         }
         running.cancel()
         await transport.shutdown()
         let median = rates.sorted()[rates.count / 2]
-        return ["pushes": pushes, "rounds": rates, "pushesPerSecond": median, "seconds": Double(pushes) / median]
+        return [
+            "pushes": pushes, "rounds": rates, "pushesPerSecond": median, "seconds": Double(pushes) / median,
+            // Per push, each round: the gateway (this process) and the simulator.
+            "brokerCPUMicrosecondsPerPush": cpu.map(\.broker),
+            "simulatorCPUMicrosecondsPerPush": cpu.map(\.simulator),
+        ]
     }
 }
 
@@ -146,7 +159,9 @@ enum Summary {
                     + "\(number(run["acceptedPerSecond"])) accepted/s, ledger durable after "
                     + "\(number(run["secondsToLedgerDurable"], 1)) s, peak RSS "
                     + "\(number((run["peakRSSBytes"] as? Int).map { Double($0) / 1_048_576 })) MiB, "
-                    + "tokens removed \(number(run["tokensRemoved"])), quarantined \(number(run["tokensQuarantined"]))"
+                    + "tokens removed \(number(run["tokensRemoved"])), quarantined \(number(run["tokensQuarantined"])), "
+                    + "CPU per user: broker \(number(run["brokerCPUMicrosecondsPerUser"], 1)) us, simulator "
+                    + "\(number(run["simulatorCPUMicrosecondsPerUser"], 1)) us"
             )
         }
         if let rest = results["rest"] as? [String: Any] {
@@ -166,7 +181,8 @@ enum Summary {
             lines.append(
                 "  push gateway alone \(number(gateway?["pushesPerSecond"])) pushes/s (median of "
                     + "\(((gateway?["rounds"] as? [Double]) ?? []).map { number($0) }.joined(separator: ", "))), aioapns "
-                    + "\(number(aioapns?["pushesPerSecond"])) pushes/s, ratio \(number(peer["ratio"], 1))"
+                    + "\(number(aioapns?["pushesPerSecond"])) pushes/s, ratio \(number(peer["ratio"], 1)); broker CPU "
+                    + "per push \(((gateway?["brokerCPUMicrosecondsPerPush"] as? [Double]) ?? []).map { number($0, 1) }.joined(separator: ", ")) us"
             )
         }
         return lines.joined(separator: "\n") + "\n"

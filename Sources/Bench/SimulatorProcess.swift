@@ -57,6 +57,12 @@ final class SimulatorProcess: Sendable {
         throw BenchError("the simulator did not start: \(output.withLock { $0 })")
     }
 
+    /// CPU seconds the simulator process has used so far.
+    func cpuSeconds() -> Double {
+        let pid = process.withLock { $0?.processIdentifier }
+        return pid.flatMap { Machine.cpuSeconds(pid: $0) } ?? 0
+    }
+
     func stop() {
         process.withLock {
             $0?.terminate()

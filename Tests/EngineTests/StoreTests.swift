@@ -279,6 +279,112 @@ struct StoreTests {
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.b.id) == 2)
     }
 
+    @Test("A batch of days committed many to a statement leaves the store as committing them one by one does")
+    func scheduleCommitInBulk() async throws {
+        // Two stores with the same users; the same decisions, in one batch (chunks of 64 go through the
+        // multi-row statements) and one update per batch (every one on the one-row statements).
+        let bulk = try await StoreFixture.make()
+        let single = try await StoreFixture.make()
+        var created: [[User]] = [[], []]
+        for (index, f) in [bulk, single].enumerated() {
+            for n in 0..<150 {
+                created[index].append(
+                    try await f.store.createUser(try NewUser(tenant: f.acme, username: "u\(n)", passwordHash: "x"))
+                )
+            }
+            // A day already recorded for some users: not recorded again, the row still moves.
+            _ = try await f.store.recordDeliveries(
+                try stride(from: 0, to: 150, by: 7).map {
+                    NewDelivery(
+                        tenant: f.acme,
+                        user: created[index][$0].id,
+                        impulse: try ImpulseID("two"),
+                        kind: .scheduled,
+                        localDate: "2026-11-23",
+                        assignedAt: Date(timeIntervalSince1970: 1000)
+                    )
+                }
+            )
+        }
+        func updates(_ f: StoreFixture, _ users: [User]) async throws -> [ScheduleUpdate] {
+            var updates: [ScheduleUpdate] = []
+            for (n, user) in users.enumerated() {
+                let entry = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: user.id))
+                let next = PlannedFire(
+                    date: try LocalDate(parsing: "2026-11-24"),
+                    fireAt: Date(timeIntervalSince1970: 1_900_000_000 + Double(n))
+                )
+                // Every 5th row moved since it was read; every 11th is a move without a day; one names the other
+                // tenant's user under this tenant (nothing may be recorded or moved for it). No user twice: a batch
+                // that names a user twice goes one by one.
+                let target = n == 12 ? f.globexA.id : user.id
+                updates.append(
+                    ScheduleUpdate(
+                        tenant: f.acme,
+                        user: target,
+                        expectedFireAt: n % 5 == 4 ? entry.fireAt.addingTimeInterval(-60) : entry.fireAt,
+                        delivery: n % 11 == 10
+                            ? nil
+                            : NewDelivery(
+                                tenant: f.acme,
+                                user: target,
+                                impulse: try ImpulseID(n % 2 == 0 ? "one" : "two"),
+                                kind: .scheduled,
+                                localDate: "2026-11-23",
+                                assignedAt: Date(timeIntervalSince1970: 2000 + Double(n)),
+                                awaitsPush: n % 3 != 0
+                            ),
+                        next: n % 17 == 16 ? nil : next
+                    )
+                )
+            }
+            return updates
+        }
+        let bulkUpdates = try await updates(bulk, created[0])
+        #expect(bulkUpdates.filter { $0.delivery != nil }.count >= 2 * SQLiteStore.schedulesPerStatement)
+        let bulkRecorded = try await bulk.store.commitSchedules(bulkUpdates)
+        var singleRecorded: [Delivery] = []
+        for update in try await updates(single, created[1]) {
+            singleRecorded += try await single.store.commitSchedules([update])
+        }
+        func strip(_ deliveries: [Delivery]) -> [String] {
+            deliveries.map { "\($0.user) \($0.impulse) \($0.kind) \($0.localDate ?? "-") \($0.assignedAt)" }
+        }
+        #expect(bulkRecorded.count > 100)
+        #expect(strip(bulkRecorded) == strip(singleRecorded))
+        #expect(bulkRecorded.map(\.id) == bulkRecorded.map(\.id).sorted())
+        func contents(_ f: StoreFixture) async throws -> [String] {
+            try await f.store.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT 'd', user_id, tenant_id, impulse_id, kind, local_date, assigned_at, settled_at
+                        FROM deliveries
+                        UNION ALL
+                        SELECT 's', user_id, tenant_id, fire_at, local_date, last_date, NULL, NULL FROM schedules
+                        ORDER BY 1, 2, 7
+                        """
+                ).map { $0.description }
+            }
+        }
+        let bulkContents = try await contents(bulk)
+        #expect(bulkContents == (try await contents(single)))
+        // The store holds what each case asks for (so the comparison above compares something).
+        let byUser = Dictionary(grouping: bulkRecorded, by: \.user)
+        #expect(byUser[created[0][7].id] == nil)  // its day already existed
+        #expect(byUser[created[0][10].id] == nil)  // a move without a day
+        #expect(byUser[bulk.globexA.id] == nil)  // another tenant's user
+        #expect(byUser[created[0][1].id]?.first?.impulse == (try ImpulseID("two")))
+        let stale = try #require(try await bulk.store.scheduleEntry(tenant: bulk.acme, user: created[0][4].id))
+        #expect(
+            stale.fireAt != Date(timeIntervalSince1970: 1_900_000_004) && stale.lastDate?.description == "2026-11-23"
+        )
+        let moved = try #require(try await bulk.store.scheduleEntry(tenant: bulk.acme, user: created[0][3].id))
+        #expect(
+            moved.fireAt == Date(timeIntervalSince1970: 1_900_000_003) && moved.lastDate?.description == "2026-11-23"
+        )
+    }
+
     @Test("Queries are scoped by tenant")
     func scoping() async throws {
         let f = try await StoreFixture.make()

@@ -103,7 +103,42 @@ extension SQLiteStore {
                     """
             )
             var recorded: [Delivery] = []
+            recorded.reserveCapacity(updates.count)
+            // A burst commits thousands of days per batch: they go `schedulesPerStatement` to a statement (one
+            // multi-row INSERT and one UPDATE ... FROM), the rest one by one, in order, with the same effect.
+            // `UPDATE ... FROM` applies only one source row per target row, so a batch that names a user twice
+            // goes one by one.
+            var users = Set<Int64>(minimumCapacity: updates.count)
+            let distinct = updates.allSatisfy { update in
+                users.insert(update.user.rawValue).inserted && (update.delivery.map { $0.user == update.user } ?? true)
+            }
+            let days = distinct ? updates.filter { $0.delivery != nil } : []
+            let bulk = days.count - days.count % Self.schedulesPerStatement
+            if bulk > 0 {
+                let insertMany = try db.cachedStatement(sql: Self.insertDaysSQL)
+                let deliveredAndMoveMany = try db.cachedStatement(sql: Self.deliveredAndMoveManySQL)
+                for start in stride(from: 0, to: bulk, by: Self.schedulesPerStatement) {
+                    let chunk = days[start..<start + Self.schedulesPerStatement]
+                    try self.insertDays(chunk, with: insertMany, into: &recorded)
+                    var values: [DatabaseValue] = []
+                    values.reserveCapacity(6 * chunk.count)
+                    for update in chunk {
+                        values.append(update.delivery?.localDate.databaseValue ?? .null)
+                        values.append(update.expectedFireAt.unixSeconds.databaseValue)
+                        values.append(update.next?.fireAt.unixSeconds.databaseValue ?? .null)
+                        values.append(update.next?.date.description.databaseValue ?? .null)
+                        values.append(update.user.rawValue.databaseValue)
+                        values.append(update.tenant.rawValue.databaseValue)
+                    }
+                    try deliveredAndMoveMany.execute(arguments: StatementArguments(values))
+                }
+            }
+            var daysSeen = 0
             for update in updates {
+                if update.delivery != nil {
+                    daysSeen += 1
+                    if daysSeen <= bulk { continue }  // committed above
+                }
                 let expected = update.expectedFireAt.unixSeconds
                 let nextFireAt = update.next?.fireAt.unixSeconds
                 let nextDate = update.next?.date.description
@@ -123,6 +158,71 @@ extension SQLiteStore {
             return recorded
         }
     }
+
+    /// Inserts a chunk of days with one statement and appends the rows that were new, in the chunk's order.
+    private func insertDays(
+        _ chunk: ArraySlice<ScheduleUpdate>,
+        with statement: Statement,
+        into recorded: inout [Delivery]
+    ) throws {
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(7 * chunk.count)
+        for update in chunk {
+            guard let new = update.delivery else { continue }
+            let assignedAt = new.assignedAt.unixSeconds
+            values.append(new.tenant.rawValue.databaseValue)
+            values.append(new.impulse.rawValue.databaseValue)
+            values.append(new.kind.rawValue.databaseValue)
+            values.append(new.localDate.databaseValue)
+            values.append(assignedAt.databaseValue)
+            values.append(new.awaitsPush ? .null : assignedAt.databaseValue)
+            values.append(new.user.rawValue.databaseValue)
+        }
+        // RETURNING yields the inserted rows in no promised order: match them to the chunk by user.
+        var ids: [Int64: Int64] = [:]
+        let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
+        while let row = try rows.next() { ids[row[1]] = row[0] }
+        guard !ids.isEmpty else { return }
+        for update in chunk {
+            guard let new = update.delivery, let id = ids[new.user.rawValue] else { continue }
+            recorded.append(
+                Delivery(
+                    id: DeliveryID(id),
+                    tenant: new.tenant,
+                    user: new.user,
+                    impulse: new.impulse,
+                    kind: new.kind,
+                    localDate: new.localDate,
+                    assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
+                )
+            )
+        }
+    }
+
+    static let schedulesPerStatement = 64
+
+    /// `schedulesPerStatement` rows of (tenant, impulse, kind, local date, assigned, settled, user): the
+    /// same rows as `insertDeliverySQL` would insert one by one, only for a user of that tenant, none for a daily
+    /// key that exists. (`WHERE true` lets SQLite parse the upsert clause after a join.)
+    static let insertDaysSQL = """
+        INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at, settled_at)
+        SELECT v.column1, u.id, v.column2, v.column3, v.column4, v.column5, v.column6
+        FROM (VALUES \(Array(repeating: "(?,?,?,?,?,?,?)", count: schedulesPerStatement).joined(separator: ","))) AS v
+        JOIN users u ON u.id = v.column7 AND u.tenant_id = v.column1
+        WHERE true
+        ON CONFLICT DO NOTHING
+        RETURNING id, user_id
+        """
+
+    /// `schedulesPerStatement` rows of (local date, expected fire time, next fire time, next date, user, tenant):
+    /// the one-row `deliveredAndMove` of `commitSchedules` for each.
+    static let deliveredAndMoveManySQL = """
+        UPDATE schedules SET last_date = MAX(COALESCE(schedules.last_date, ''), v.column1),
+            fire_at = CASE WHEN schedules.fire_at = v.column2 THEN v.column3 ELSE schedules.fire_at END,
+            local_date = CASE WHEN schedules.fire_at = v.column2 THEN v.column4 ELSE schedules.local_date END
+        FROM (VALUES \(Array(repeating: "(?,?,?,?,?,?)", count: schedulesPerStatement).joined(separator: ","))) AS v
+        WHERE schedules.user_id = v.column5 AND schedules.tenant_id = v.column6
+        """
 
     public func unsettledDeliveries(
         assignedAfter: Date,
