@@ -40,6 +40,23 @@ struct DailyScheduleTests {
         #expect(try day("1969-12-31").adding(days: 1).description == "1970-01-01")
         #expect(throws: EngineError.self) { try LocalDate(parsing: "2026-02-30") }
         #expect(throws: EngineError.self) { try LocalDate(parsing: "26-1-1") }
+        // The byte-wise reading agrees with the general one: every day of four years, and text that is not a date.
+        func general(_ text: String) -> LocalDate? {
+            let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+            guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+                let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
+            else { return nil }
+            return try? LocalDate(year: year, month: month, day: day)
+        }
+        var texts = (0..<1461).map { LocalDate(dayNumber: 19_723 + $0).description }
+        texts += [
+            "2026-13-01", "2026-00-10", "2026-01-32", "0000-01-01", "9999-12-31", "2026/01/01", "2026-1-011",
+            "+202-01-01", "2026-01-0a", "2026-01-01 ", "", "2026-01-1", "２０２６-01-01", "2026-02-29", "2028-02-29",
+        ]
+        for text in texts {
+            #expect((try? LocalDate(parsing: text)) == general(text), "\(text)")
+        }
+        #expect(try day("2028-02-29").description == "2028-02-29")
     }
 
     @Test("A wall time resolves in the user's zone, winter and summer")

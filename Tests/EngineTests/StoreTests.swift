@@ -385,6 +385,21 @@ struct StoreTests {
         )
     }
 
+    @Test("Life area scores read back as written; other stored text reads as the general parser reads it")
+    func scoresDecoding() throws {
+        let scores = try LifeAreaScores([0, 100, 5, 50, 99, 1, 10, 20, 30, 40, 60, 70])
+        #expect(try SQLiteStore.decodeScores(SQLiteStore.encodeScores(scores)) == scores)
+        for text in [
+            "1,2,3,4,5,6,7,8,9,10,11,12", ",1,,2,3,4,5,6,7,8,9,10,11,12,", "1, 2,3,4,5,6,7,8,9,10,11,12",
+            "-1,2,3,4,5,6,7,8,9,10,11,12", "+1,2,3,4,5,6,7,8,9,10,11,12", "1,2,3,4,5,6,7,8,9,10,11",
+            "1,2,3,4,5,6,7,8,9,10,11,12,13", "101,2,3,4,5,6,7,8,9,10,11,12", "9999999999,2,3,4,5,6,7,8,9,10,11,12",
+            "x,1,2,3,4,5,6,7,8,9,10,11,12", "", "0000000001,2,3,4,5,6,7,8,9,10,11,12",
+        ] {
+            let general = try? LifeAreaScores(text.split(separator: ",").compactMap { Int($0) })
+            #expect((try? SQLiteStore.decodeScores(text)) == general, "\(text)")
+        }
+    }
+
     @Test("Queries are scoped by tenant")
     func scoping() async throws {
         let f = try await StoreFixture.make()

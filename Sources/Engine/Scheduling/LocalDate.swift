@@ -20,6 +20,34 @@ public struct LocalDate: Hashable, Sendable, Comparable, CustomStringConvertible
 
     /// Parses `yyyy-MM-dd`.
     public init(parsing text: String) throws(EngineError) {
+        // yyyy-MM-dd read byte by byte (the scheduler parses two per due row); anything else is checked below.
+        var utf8 = text.utf8.makeIterator()
+        var fields = (0, 0, 0)
+        var valid = text.utf8.count == 10
+        var index = 0
+        while valid, let byte = utf8.next() {
+            switch index {
+            case 4, 7: valid = byte == UInt8(ascii: "-")
+            default:
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else {
+                    valid = false
+                    break
+                }
+                let digit = Int(byte - UInt8(ascii: "0"))
+                if index < 4 {
+                    fields.0 = fields.0 * 10 + digit
+                } else if index < 7 {
+                    fields.1 = fields.1 * 10 + digit
+                } else {
+                    fields.2 = fields.2 * 10 + digit
+                }
+            }
+            index += 1
+        }
+        if valid {
+            try self.init(year: fields.0, month: fields.1, day: fields.2)
+            return
+        }
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
             let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])

@@ -248,7 +248,26 @@ extension SQLiteStore {
         scores.values.map(String.init).joined(separator: ",")
     }
 
+    /// The stored form, `encodeScores`'s digits and commas, is read byte by byte (a burst decodes a million of
+    /// them); anything else takes the general path, which keeps every integer it finds.
     static func decodeScores(_ text: String) throws -> LifeAreaScores {
-        try LifeAreaScores(text.split(separator: ",").compactMap { Int($0) })
+        var values: [Int] = []
+        values.reserveCapacity(LifeArea.allCases.count)
+        var current = 0
+        var digits = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ",") {
+                if digits > 0 { values.append(current) }
+                current = 0
+                digits = 0
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 9 {
+                current = current * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+            } else {
+                return try LifeAreaScores(text.split(separator: ",").compactMap { Int($0) })
+            }
+        }
+        if digits > 0 { values.append(current) }
+        return try LifeAreaScores(values)
     }
 }
