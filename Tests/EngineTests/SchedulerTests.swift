@@ -335,6 +335,15 @@ struct SelectionHistoryStoreTests {
         #expect(histories[f.b.id] == SelectionHistory())
         // Asked under acme, globex's user shows nothing of globex.
         #expect(histories[f.globexA.id] == SelectionHistory())
+        // A batch wider than one statement's list: a's row is in the second, padded, chunk.
+        let many = try await f.store.selectionHistories(
+            tenant: f.acme,
+            users: (10_000..<10_600).map { UserID(Int64($0)) } + [f.a.id],
+            since: at.addingTimeInterval(-30 * 86_400)
+        )
+        #expect(many.count == 601)
+        #expect(many[f.a.id] == histories[f.a.id])
+        #expect(many.values.filter { $0 != SelectionHistory() }.count == 1)
     }
 }
 

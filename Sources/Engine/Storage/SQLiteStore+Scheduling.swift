@@ -48,34 +48,41 @@ extension SQLiteStore {
             var histories: [UserID: SelectionHistory] = Dictionary(
                 uniqueKeysWithValues: users.map { ($0, SelectionHistory()) }
             )
-            // A few statements per batch of users rather than two per user.
-            for chunk in stride(from: 0, to: users.count, by: 500).map({ Array(users[$0..<min(users.count, $0 + 500)]) }
-            ) {
-                let list = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                let ids = chunk.map(\.rawValue)
-                for row in try Row.fetchAll(
-                    db,
+            // A few statements per batch of users rather than two per user, with `IN` lists padded like push
+            // targets' so that each statement is prepared once per connection (parsing a 500-entry list for every
+            // batch was 2% of a burst).
+            let widest = Self.pushTargetListSizes.last!
+            for start in stride(from: 0, to: users.count, by: widest) {
+                let chunk = users[start..<min(users.count, start + widest)]
+                let size = Self.pushTargetListSizes.first { $0 >= chunk.count }!
+                var values = [DatabaseValue]()
+                values.reserveCapacity(size + 2)
+                for user in chunk { values.append(user.rawValue.databaseValue) }
+                while values.count < size { values.append(values[0]) }
+                values.append(tenant.rawValue.databaseValue)
+                let list = Array(repeating: "?", count: size).joined(separator: ",")
+                let recent = try db.cachedStatement(
                     sql: """
                         SELECT user_id, impulse_id, MAX(assigned_at) AS at FROM deliveries
                         WHERE user_id IN (\(list)) AND tenant_id = ? AND assigned_at >= ? GROUP BY user_id, impulse_id
-                        """,
-                    arguments: StatementArguments(ids) + [tenant.rawValue, since.unixSeconds]
-                ) {
-                    histories[UserID(row["user_id"])]?.recent[ImpulseID(trusted: row["impulse_id"])] = Date(
-                        unixSeconds: row["at"]
-                    )
-                }
+                        """
+                )
                 for row in try Row.fetchAll(
-                    db,
+                    recent,
+                    arguments: StatementArguments(values + [since.unixSeconds.databaseValue])
+                ) {
+                    histories[UserID(row[0] as Int64)]?.recent[ImpulseID(trusted: row[1])] = Date(unixSeconds: row[2])
+                }
+                let series = try db.cachedStatement(
                     sql: """
                         SELECT d.user_id, i.series, MAX(i.series_position) AS position FROM deliveries d
                         JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
                         WHERE d.user_id IN (\(list)) AND d.tenant_id = ? AND i.series IS NOT NULL
                         GROUP BY d.user_id, i.series
-                        """,
-                    arguments: StatementArguments(ids) + [tenant.rawValue]
-                ) {
-                    histories[UserID(row["user_id"])]?.seriesProgress[row["series"]] = row["position"]
+                        """
+                )
+                for row in try Row.fetchAll(series, arguments: StatementArguments(values)) {
+                    histories[UserID(row[0] as Int64)]?.seriesProgress[row[1]] = row[2]
                 }
             }
             return histories

@@ -197,8 +197,8 @@ public final class APNsSimulator: Sendable {
         if configuration.benchmarkMode {
             // Minimal work: no validation, no record; a count, and a dead-token verdict when asked for.
             let dead = state.withLock { $0.faults.deadTokenPercent }
-            if dead > 0, let path = message[":path"], Self.isDead(token: path.split(separator: "/").last ?? "", dead) {
-                let gone = stableHash(String(path.split(separator: "/").last ?? ""), "kind") % 2 == 0
+            if dead > 0, let token = message[":path"].map(Self.lastSegment), Self.isDead(token: token, dead) {
+                let gone = stableHash(String(token), "kind") % 2 == 0
                 state.withLock { $0.rejectedCount += 1 }
                 request.respond(
                     status: gone ? 410 : 400,
@@ -313,6 +313,13 @@ public final class APNsSimulator: Sendable {
     }
 
     /// Whether a token falls in the dead percentage (a stable hash, so every run picks the same tokens).
+    /// What follows the last slash, found on the bytes: splitting the path into Characters was a quarter of the
+    /// simulator's time in a benchmark with dead tokens.
+    static func lastSegment(_ path: String) -> Substring {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path[...] }
+        return path[path.utf8.index(after: slash)...]
+    }
+
     public static func isDead(token: Substring, _ percent: Int) -> Bool {
         Int(stableHash(String(token)) % 100) < percent
     }
