@@ -61,6 +61,16 @@ struct BenchCommand: AsyncParsableCommand {
                 work: work + "/rejections"
             )
         }
+        if let clean = results["burst"] as? [String: Any], let dead = results["rejections"] as? [String: Any] {
+            // The target compares valid pushes per second. While the scheduler sets the pace that is at most 0.7
+            // (only 70% of the users have a valid token), so users per second are given beside it.
+            func ratio(_ key: String) -> Double {
+                (dead[key] as? Double ?? 0) / max(0.001, clean[key] as? Double ?? 0)
+            }
+            results["rejectionsAgainstClean"] = [
+                "validPushesPerSecond": ratio("acceptedPerSecond"), "usersPerSecond": ratio("deliveriesPerSecond"),
+            ]
+        }
         if wanted.contains("rest") {
             results["rest"] = try await RestLoad.run(requests: size.requests, work: work + "/rest")
         }

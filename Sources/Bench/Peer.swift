@@ -164,6 +164,12 @@ enum Summary {
                     + "\(number(run["simulatorCPUMicrosecondsPerUser"], 1)) us"
             )
         }
+        if let against = results["rejectionsAgainstClean"] as? [String: Any] {
+            lines.append(
+                "  rejections against clean: valid pushes/s \(number(against["validPushesPerSecond"], 2)), users/s "
+                    + "\(number(against["usersPerSecond"], 2))"
+            )
+        }
         if let rest = results["rest"] as? [String: Any] {
             let broker = rest["broker"] as? [String: Any]
             let reference = rest["nghttpd"] as? [String: Any]
