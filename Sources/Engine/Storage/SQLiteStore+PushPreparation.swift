@@ -19,26 +19,36 @@ extension SQLiteStore {
 
     /// Lengths of the `IN` lists: a batch is padded up to the next one (repeating its first user), so each
     /// statement is prepared once per connection and then reused, instead of being parsed for every batch.
-    static let pushTargetListSizes = [8, 64, 512]
+    static let userListSizes = [8, 64, 512]
+
+    /// Runs `body` for each chunk of at most 512 users with the chunk's `IN` list (`?,?,...` of a padded length)
+    /// and its arguments: the users, padded, then the tenant.
+    static func forEachUserList(
+        _ users: [UserID],
+        tenant: TenantID,
+        _ body: (_ placeholders: String, _ arguments: [DatabaseValue]) throws -> Void
+    ) throws {
+        let widest = userListSizes.last!
+        for start in stride(from: 0, to: users.count, by: widest) {
+            let chunk = users[start..<min(users.count, start + widest)]
+            let size = userListSizes.first { $0 >= chunk.count }!
+            var values = [DatabaseValue]()
+            values.reserveCapacity(size + 2)
+            for user in chunk { values.append(user.rawValue.databaseValue) }
+            while values.count < size { values.append(values[0]) }
+            values.append(tenant.rawValue.databaseValue)
+            try body(Array(repeating: "?", count: size).joined(separator: ","), values)
+        }
+    }
 
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
         return try await read { db in
             var targets = [UserID: PushTarget](minimumCapacity: users.count)
             for user in users { targets[user] = PushTarget(devices: [], unreadCount: 0) }
-            let widest = Self.pushTargetListSizes.last!
-            for start in stride(from: 0, to: users.count, by: widest) {
-                let chunk = users[start..<min(users.count, start + widest)]
-                let size = Self.pushTargetListSizes.first { $0 >= chunk.count }!
-                var values = [DatabaseValue]()
-                values.reserveCapacity(size + 1)
-                for user in chunk { values.append(user.rawValue.databaseValue) }
-                while values.count < size { values.append(values[0]) }
-                values.append(tenant.rawValue.databaseValue)
-                let arguments = StatementArguments(values)
-                let list = Array(repeating: "?", count: size).joined(separator: ",")
+            try Self.forEachUserList(users, tenant: tenant) { list, values in
                 let statement = try db.cachedStatement(sql: Self.pushTargetsSQL(list))
-                let rows = try Row.fetchCursor(statement, arguments: arguments)
+                let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
                 while let row = try rows.next() {
                     let device = try Self.device(from: row)
                     targets[device.owner]?.devices.append(device)

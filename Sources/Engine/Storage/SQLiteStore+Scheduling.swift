@@ -48,19 +48,10 @@ extension SQLiteStore {
             var histories: [UserID: SelectionHistory] = Dictionary(
                 uniqueKeysWithValues: users.map { ($0, SelectionHistory()) }
             )
-            // A few statements per batch of users rather than two per user, with `IN` lists padded like push
-            // targets' so that each statement is prepared once per connection (parsing a 500-entry list for every
-            // batch was 2% of a burst).
-            let widest = Self.pushTargetListSizes.last!
-            for start in stride(from: 0, to: users.count, by: widest) {
-                let chunk = users[start..<min(users.count, start + widest)]
-                let size = Self.pushTargetListSizes.first { $0 >= chunk.count }!
-                var values = [DatabaseValue]()
-                values.reserveCapacity(size + 2)
-                for user in chunk { values.append(user.rawValue.databaseValue) }
-                while values.count < size { values.append(values[0]) }
-                values.append(tenant.rawValue.databaseValue)
-                let list = Array(repeating: "?", count: size).joined(separator: ",")
+            // A few statements per batch of users rather than two per user, with padded `IN` lists so that each
+            // statement is prepared once per connection (parsing a 500-entry list for every batch was 2% of a
+            // burst).
+            try Self.forEachUserList(users, tenant: tenant) { list, values in
                 let recent = try db.cachedStatement(
                     sql: """
                         SELECT user_id, impulse_id, MAX(assigned_at) AS at FROM deliveries
