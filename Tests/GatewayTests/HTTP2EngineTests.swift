@@ -95,6 +95,29 @@ struct HTTP2EngineTests {
         await pair.stop()
     }
 
+    @Test("Values new in every push (apns-id, apns-collapse-id) stay out of the HPACK table; repeating ones enter it")
+    func headerIndexing() async throws {
+        let pair = try await EnginePair.start { request, _ in request.respond(status: 200, headers: []) }
+        func send(_ extra: [HTTP2Header]) async throws -> Int {
+            let (headers, _) = EnginePair.post("/3/device/" + String(repeating: "ab", count: 32))
+            let answer = try await pair.client.send(headers + extra, deadline: .seconds(5))
+            #expect(answer.status == 200)
+            return try await pair.client.headerEncoderTableSize()
+        }
+        let first = try await send([HTTP2Header("apns-topic", "com.example")])
+        // Unique apns-ids and collapse ids do not grow the table...
+        for n in 0..<3 {
+            let size = try await send([
+                HTTP2Header("apns-topic", "com.example"), HTTP2Header("apns-id", UUID().uuidString),
+                HTTP2Header("apns-collapse-id", "delivery-\(n)"),
+            ])
+            #expect(size == first)
+        }
+        // ...while another header with a new value does (the measurement sees indexing).
+        #expect(try await send([HTTP2Header("apns-topic", "com.example"), HTTP2Header("x-other", "new")]) > first)
+        await pair.stop()
+    }
+
     @Test("Hundreds of concurrent requests share one connection within the server's stream limit")
     func concurrency() async throws {
         let open = NIOLockedValueBox((current: 0, peak: 0))

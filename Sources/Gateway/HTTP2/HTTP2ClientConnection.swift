@@ -106,6 +106,11 @@ public final class HTTP2ClientConnection: Sendable {
         }.get()
     }
 
+    /// Bytes in this connection's HPACK encoder table.
+    func headerEncoderTableSize() async throws -> Int {
+        try await channel.eventLoop.submit { [handler] in handler.value.headerEncoderTableSize }.get()
+    }
+
     public func ping() {
         channel.eventLoop.execute { [handler] in handler.value.ping() }
     }

@@ -201,6 +201,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     var inFlight: Int { pending.count }
     var remoteMaxConcurrentStreams: UInt32 { session?.remoteMaxConcurrentStreams ?? 1 }
+    var headerEncoderTableSize: Int { session?.headerEncoderTableSize ?? 0 }
     var isUsable: Bool { session != nil && !goingAway && context?.channel.isActive == true }
 
     func ping() {

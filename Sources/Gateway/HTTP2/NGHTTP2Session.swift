@@ -87,6 +87,9 @@ final class NGHTTP2Session {
         nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
     }
 
+    /// Bytes in the HPACK encoder's dynamic table (for tests of what gets indexed).
+    var headerEncoderTableSize: Int { nghttp2_session_get_hd_deflate_dynamic_table_size(session) }
+
     // MARK: Submitting frames
 
     /// Queues a request; returns its stream id.
@@ -309,14 +312,21 @@ final class NGHTTP2Session {
     private func withNameValues<T>(_ headers: [HTTP2Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
         var storage: [UInt8] = [0]
         storage.reserveCapacity(headers.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+        var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
         spans.reserveCapacity(headers.count)
         for header in headers {
             let name = storage.count
             storage.append(contentsOf: header.name.utf8)
             let value = storage.count
             storage.append(contentsOf: header.value.utf8)
-            spans.append((name, header.name.utf8.count, value, header.value.utf8.count))
+            let nameLength = header.name.utf8.count
+            // Values new in every request (an apns-id, a collapse id) stay out of HPACK's dynamic table, where
+            // they would evict the fields that repeat (the provider token above all). nghttp2 itself never
+            // indexes `:path`. The length test keeps the comparison off every other header.
+            let unique =
+                (nameLength == 7 || nameLength == 16) && (header.name == "apns-id" || header.name == "apns-collapse-id")
+            let flags = unique ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE
+            spans.append((name, nameLength, value, header.value.utf8.count, UInt8(flags.rawValue)))
         }
         return storage.withUnsafeMutableBufferPointer { bytes in
             // `storage` starts with one byte, so the base address exists.
@@ -327,7 +337,7 @@ final class NGHTTP2Session {
                     value: base + $0.value,
                     namelen: $0.nameLength,
                     valuelen: $0.valueLength,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    flags: $0.flags
                 )
             }
             return nva.withUnsafeBufferPointer { pointer in
