@@ -137,8 +137,9 @@ enum Machine {
     }
 
     /// CPU time (user and system) a process has used so far, in seconds, from `/proc/<pid>/stat` (10 ms
-    /// resolution); nil for a process that is gone. The benchmark's results give CPU per push beside the rates:
-    /// on this shared 2-core machine the rates of identical code spread by a third, the CPU spent far less.
+    /// resolution); nil for a process that is gone. The benchmark's results give CPU per push beside the rates: on
+    /// this shared 2-core machine both spread by up to a third for identical code, but the broker's CPU divided by
+    /// the simulator's (which does the same work in every clean run) cancels most of the machine's mood.
     static func cpuSeconds(pid: Int32? = nil) -> Double? {
         let path = pid.map { "/proc/\($0)/stat" } ?? "/proc/self/stat"
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),

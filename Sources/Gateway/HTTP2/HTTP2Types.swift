@@ -4,6 +4,9 @@ import NIOCore
 public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
     public var name: String
     public var value: String
+    /// Whether HPACK may keep the field in its dynamic table. A value that is new in every message (an apns-id)
+    /// is better sent unindexed: in the table it would only evict the fields that repeat.
+    public var indexed = true
 
     /// HTTP/2 requires lower-case field names; the name is lower-cased here.
     public init(_ name: String, _ value: String) {
@@ -13,9 +16,10 @@ public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A name the caller guarantees is lower-case already (a literal): not checked again for every request.
-    init(lowercased name: String, _ value: String) {
+    init(lowercased name: String, _ value: String, indexed: Bool = true) {
         self.name = name
         self.value = value
+        self.indexed = indexed
     }
 
     public var description: String { "\(name): \(value)" }

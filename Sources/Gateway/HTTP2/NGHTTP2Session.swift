@@ -319,14 +319,8 @@ final class NGHTTP2Session {
             storage.append(contentsOf: header.name.utf8)
             let value = storage.count
             storage.append(contentsOf: header.value.utf8)
-            let nameLength = header.name.utf8.count
-            // Values new in every request (an apns-id, a collapse id) stay out of HPACK's dynamic table, where
-            // they would evict the fields that repeat (the provider token above all). nghttp2 itself never
-            // indexes `:path`. The length test keeps the comparison off every other header.
-            let unique =
-                (nameLength == 7 || nameLength == 16) && (header.name == "apns-id" || header.name == "apns-collapse-id")
-            let flags = unique ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE
-            spans.append((name, nameLength, value, header.value.utf8.count, UInt8(flags.rawValue)))
+            let flags = header.indexed ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_INDEX
+            spans.append((name, header.name.utf8.count, value, header.value.utf8.count, UInt8(flags.rawValue)))
         }
         return storage.withUnsafeMutableBufferPointer { bytes in
             // `storage` starts with one byte, so the base address exists.

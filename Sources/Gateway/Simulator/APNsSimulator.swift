@@ -312,13 +312,14 @@ public final class APNsSimulator: Sendable {
         }
     }
 
-    /// Whether a token falls in the dead percentage (a stable hash, so every run picks the same tokens).
     /// What follows the last slash, found on the bytes: splitting the path into Characters was a quarter of the
     /// simulator's time in a benchmark with dead tokens.
     static func lastSegment(_ path: String) -> Substring {
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path[...] }
         return path[path.utf8.index(after: slash)...]
     }
+
+    /// Whether a token falls in the dead percentage (a stable hash, so every run picks the same tokens).
 
     public static func isDead(token: Substring, _ percent: Int) -> Bool {
         Int(stableHash(String(token)) % 100) < percent
