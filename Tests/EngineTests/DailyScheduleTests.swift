@@ -57,6 +57,18 @@ struct DailyScheduleTests {
             #expect((try? LocalDate(parsing: text)) == general(text), "\(text)")
         }
         #expect(try day("2028-02-29").description == "2028-02-29")
+        // The byte-wise printing agrees with padded components from year 0 to 9999, and reads back.
+        let first = try LocalDate(year: 1, month: 1, day: 1).dayNumber - 366
+        let last = try LocalDate(year: 9999, month: 12, day: 31).dayNumber
+        for number in Array(stride(from: first, through: last, by: 89)) + [first, last] {
+            let date = LocalDate(dayNumber: number)
+            let (y, m, d) = date.components
+            let padded = [(y, 4), (m, 2), (d, 2)].map {
+                String(repeating: "0", count: $1 - String($0).count) + String($0)
+            }
+            #expect(date.description == padded.joined(separator: "-"))
+            if y > 0 { #expect(try LocalDate(parsing: date.description) == date) }
+        }
     }
 
     @Test("A wall time resolves in the user's zone, winter and summer")

@@ -52,6 +52,8 @@ public struct SelectionHistory: Sendable, Equatable {
 public struct ImpulseSelector: Sendable {
     public init() {}
 
+    private static let lifeAreas = LifeArea.allCases
+
     public func choose(
         from catalog: CatalogIndex,
         tenant: Tenant,
@@ -61,31 +63,51 @@ public struct ImpulseSelector: Sendable {
         date: LocalDate,
         history: SelectionHistory
     ) -> Impulse? {
+        // This runs once per due user: candidates are ranked where they lie (no filtered copies of impulses),
+        // each rank is hashed once, and the seed's part of the hash is computed once.
         let language = language.flatMap { catalog.has(language: $0) ? $0 : nil } ?? tenant.defaultLanguage
-        let seed = "\(tenant.id.rawValue)|\(user)|\(date)"
+        var seed = StableHasher()
+        seed.combine("\(tenant.id.rawValue)|\(user)|\(date)")
         let series = catalog.series[language] ?? [:]
-        for name in series.keys.sorted() {
-            guard let done = history.seriesProgress[name], done > 0 else { continue }
-            if let step = series[name]?.first(where: { ($0.seriesPosition ?? 0) > done }) { return step }
+        if !history.seriesProgress.isEmpty {
+            for name in series.keys.sorted() {
+                guard let done = history.seriesProgress[name], done > 0 else { continue }
+                if let step = series[name]?.first(where: { ($0.seriesPosition ?? 0) > done }) { return step }
+            }
         }
         let singles = catalog.singles[language] ?? [:]
-        let starts = series.filter { history.seriesProgress[$0.key] == nil }.compactMap(\.value.first)
-        let areas = LifeArea.allCases.enumerated().sorted {
-            (scores[$0.element], $0.offset) < (scores[$1.element], $1.offset)
-        }
-        for (_, area) in areas {
-            let candidates =
-                (singles[area] ?? []).filter { history.recent[$0.id] == nil } + starts.filter { $0.lifeArea == area }
-            if let pick = candidates.min(by: { rank($0, seed) < rank($1, seed) }) { return pick }
+        let starts =
+            series.isEmpty ? [] : series.filter { history.seriesProgress[$0.key] == nil }.compactMap(\.value.first)
+        // Weakest area first; ties in the fixed area order.
+        let values = scores.values
+        let order = Self.lifeAreas.indices.sorted { (values[$0], $0) < (values[$1], $1) }
+        for index in order {
+            let area = Self.lifeAreas[index]
+            // The first candidate of lowest rank, singles before series starts (as `min(by:)` over both).
+            var best: (impulse: Impulse, rank: UInt64)?
+            if let list = singles[area] {
+                for position in list.indices where history.recent[list[position].id] == nil {
+                    let rank = rank(list[position].id, seed)
+                    if best == nil || rank < best!.rank { best = (list[position], rank) }
+                }
+            }
+            for position in starts.indices where starts[position].lifeArea == area {
+                let rank = rank(starts[position].id, seed)
+                if best == nil || rank < best!.rank { best = (starts[position], rank) }
+            }
+            if let best { return best.impulse }
         }
         return singles.values.joined().min {
             let left = history.recent[$0.id] ?? .distantPast
             let right = history.recent[$1.id] ?? .distantPast
-            return left != right ? left < right : rank($0, seed) < rank($1, seed)
+            return left != right ? left < right : rank($0.id, seed) < rank($1.id, seed)
         }
     }
 
-    private func rank(_ impulse: Impulse, _ seed: String) -> UInt64 {
-        stableHash(seed, impulse.id.rawValue)
+    /// `stableHash(seed text, impulse id)`, continued from the seed's state.
+    private func rank(_ impulse: ImpulseID, _ seed: StableHasher) -> UInt64 {
+        var hasher = seed
+        hasher.combine(impulse.rawValue)
+        return hasher.value
     }
 }

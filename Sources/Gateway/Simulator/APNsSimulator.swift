@@ -210,7 +210,13 @@ public final class APNsSimulator: Sendable {
             state.withLock { $0.acceptedCount += 1 }
             request.respond(
                 status: 200,
-                headers: [HTTP2Header("apns-id", message["apns-id"] ?? "00000000-0000-0000-0000-000000000000")]
+                headers: [
+                    HTTP2Header(
+                        lowercased: "apns-id",
+                        message["apns-id"] ?? "00000000-0000-0000-0000-000000000000",
+                        indexed: false
+                    )
+                ]
             )
             return
         }
@@ -283,7 +289,13 @@ public final class APNsSimulator: Sendable {
                 if !configuration.keys.isEmpty, state.verifiedConnections.insert(connectionID).inserted {
                     announce = state.streamLimitOverride ?? configuration.maxConcurrentStreams
                 }
-                return .answer(200, [HTTP2Header("apns-id", push.apnsID)], nil, announce: announce)
+                // New in every answer, like the request's: kept out of both sides' HPACK tables.
+                return .answer(
+                    200,
+                    [HTTP2Header(lowercased: "apns-id", push.apnsID, indexed: false)],
+                    nil,
+                    announce: announce
+                )
             }
         }
         let delay = state.withLock { $0.faults.delayMilliseconds }
