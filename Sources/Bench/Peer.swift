@@ -119,7 +119,12 @@ enum Peer {
             )
             let started = ContinuousClock.now
             let cpuStarted = (broker: Machine.cpuSeconds() ?? 0, simulator: simulator.cpuSeconds())
-            for delivery in deliveries[(round * pushes)..<((round + 1) * pushes)] { await gateway.enqueue(delivery) }
+            // Handed over a thousand at a time, as the scheduler hands over its batches (one hop each).
+            let roundDeliveries = deliveries[(round * pushes)..<((round + 1) * pushes)]
+            for start in stride(from: roundDeliveries.startIndex, to: roundDeliveries.endIndex, by: 1000) {
+                let chunk = roundDeliveries[start..<min(start + 1000, roundDeliveries.endIndex)]
+                _ = await gateway.enqueue(contentsOf: chunk.map { ($0, nil) })
+            }
             while await gateway.statistics.accepted < (round + 1) * pushes {
                 try await Task.sleep(for: .milliseconds(5))
             }

@@ -271,6 +271,11 @@ struct APNsClientTests {
         // Pinned: SHA-256 of "acme", 0x1F, "7" (computed outside Swift), so a resend keeps its apns-id across
         // versions of the broker.
         #expect(APNsNotification.deterministicID("acme", "7") == "06f503ba-0f4d-8212-b03b-2af45a22a490")
+        // Three parts as the transport passes them (tenant, delivery, token), over more than one SHA-256 block.
+        #expect(
+            APNsNotification.deterministicID("acme", "123456", String(repeating: "ab", count: 32))
+                == "94281d3f-c8ba-855c-9470-f0adf4c66b84"
+        )
         for bad in [
             "", "06f503ba-0f4d-8212-b03b-2af45a22a49", "06f503ba-0f4d-8212-b03b-2af45a22a49g",
             "06f503ba00f4d-8212-b03b-2af45a22a490", "06f503ba-0f4d-8212-b03b-2af45a22a4900",
