@@ -78,7 +78,7 @@ public struct LocalDate: Hashable, Sendable, Comparable, CustomStringConvertible
         return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    /// `yyyy-MM-dd`, written byte by byte: the scheduler writes two per due user, and padding interpolated
+    /// `yyyy-MM-dd`, written byte by byte: the scheduler prints three per due user, and padding interpolated
     /// strings was 2% of a burst's samples. Years outside 0...9999 (not reachable through the throwing
     /// initialisers) keep the general form.
     public var description: String {
