@@ -385,6 +385,52 @@ struct StoreTests {
         )
     }
 
+    @Test("Values bound straight through SQLite land in their parameters in order; a wrong count runs nothing")
+    func positionalBinding() async throws {
+        let fixture = try await StoreFixture.make()
+        let queue = try DatabaseQueue(path: fixture.path)
+        try await queue.write { db in
+            try db.execute(sql: "CREATE TABLE bound (a INTEGER, b TEXT, c REAL, d BLOB, e TEXT)")
+            let insert = try db.cachedStatement(sql: "INSERT INTO bound VALUES (?, ?, ?, ?, ?)")
+            try insert.bindPositionally([
+                7.databaseValue, "seven".databaseValue, 7.5.databaseValue, .null, "x".databaseValue,
+            ])
+            try insert.execute()
+            // The same cached statement again: nothing of the first binding is left over.
+            try insert.bindPositionally([8.databaseValue, .null, 8.5.databaseValue, Data([1, 2]).databaseValue, .null])
+            try insert.execute()
+            // Text is stored byte for byte as GRDB's own binding stores it: multi-byte characters whole, an
+            // embedded NUL ending it as a C string ends, an empty string as empty text (not NULL).
+            for text in ["Grüße 🌿", "before\u{0}after", ""] {
+                try insert.bindPositionally([
+                    9.databaseValue, text.databaseValue, 0.0.databaseValue, .null, text.databaseValue,
+                ])
+                try insert.execute()
+                try db.execute(sql: "INSERT INTO bound VALUES (10, ?, 0, NULL, ?)", arguments: [text, text])
+                let stored = try Row.fetchAll(
+                    db,
+                    sql: "SELECT hex(b), b IS NULL, hex(e) FROM bound WHERE a IN (9, 10) ORDER BY a"
+                )
+                #expect(stored.count == 2)
+                #expect(stored.first == stored.last, "\(text.debugDescription)")
+                #expect(stored.first?[1] == false)
+                try db.execute(sql: "DELETE FROM bound WHERE a IN (9, 10)")
+            }
+            #expect(throws: DatabaseError.self) { try insert.bindPositionally([9.databaseValue]) }
+            #expect(throws: DatabaseError.self) { try insert.bindPositionally(Array(repeating: .null, count: 6)) }
+            let rows = try Row.fetchAll(db, sql: "SELECT * FROM bound ORDER BY a")
+            #expect(rows.count == 2)
+            #expect(rows[0] == ["a": 7, "b": "seven", "c": 7.5, "d": nil, "e": "x"])
+            #expect(rows[1] == ["a": 8, "b": nil, "c": 8.5, "d": Data([1, 2]), "e": nil])
+            // A query: bound, then read through GRDB's cursor without arguments.
+            let select = try db.cachedStatement(sql: "SELECT b FROM bound WHERE a = ? AND c > ?")
+            try select.bindPositionally([7.databaseValue, 7.0.databaseValue])
+            #expect(try String.fetchAll(select) == ["seven"])
+            try select.bindPositionally([8.databaseValue, 9.0.databaseValue])
+            #expect(try String.fetchAll(select).isEmpty)
+        }
+    }
+
     @Test("Life area scores read back as written; other stored text reads as the general parser reads it")
     func scoresDecoding() throws {
         let scores = try LifeAreaScores([0, 100, 5, 50, 99, 1, 10, 20, 30, 40, 60, 70])

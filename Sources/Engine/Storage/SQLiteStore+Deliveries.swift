@@ -138,9 +138,9 @@ extension SQLiteStore {
                             values.append(mark.at.databaseValue)
                             values.append(mark.apnsID.databaseValue)
                         }
-                        try db.cachedStatement(sql: Self.pushedMarksSQL).execute(
-                            arguments: StatementArguments(values)
-                        )
+                        let statement = try db.cachedStatement(sql: Self.pushedMarksSQL)
+                        try statement.bindPositionally(values)
+                        try statement.execute()
                         pushedMarks.removeAll(keepingCapacity: true)
                     }
                 case .settled: try settled.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])

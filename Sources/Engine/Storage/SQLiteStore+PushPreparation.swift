@@ -48,7 +48,8 @@ extension SQLiteStore {
             for user in users { targets[user] = PushTarget(devices: [], unreadCount: 0) }
             try Self.forEachUserList(users, tenant: tenant) { list, values in
                 let statement = try db.cachedStatement(sql: Self.pushTargetsSQL(list))
-                let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
+                try statement.bindPositionally(values)
+                let rows = try Row.fetchCursor(statement)
                 while let row = try rows.next() {
                     let device = try Self.device(from: row)
                     targets[device.owner]?.devices.append(device)

@@ -58,10 +58,8 @@ extension SQLiteStore {
                         WHERE user_id IN (\(list)) AND tenant_id = ? AND assigned_at >= ? GROUP BY user_id, impulse_id
                         """
                 )
-                for row in try Row.fetchAll(
-                    recent,
-                    arguments: StatementArguments(values + [since.unixSeconds.databaseValue])
-                ) {
+                try recent.bindPositionally(values + [since.unixSeconds.databaseValue])
+                for row in try Row.fetchAll(recent) {
                     histories[UserID(row[0] as Int64)]?.recent[ImpulseID(trusted: row[1])] = Date(unixSeconds: row[2])
                 }
                 let series = try db.cachedStatement(
@@ -72,7 +70,8 @@ extension SQLiteStore {
                         GROUP BY d.user_id, i.series
                         """
                 )
-                for row in try Row.fetchAll(series, arguments: StatementArguments(values)) {
+                try series.bindPositionally(values)
+                for row in try Row.fetchAll(series) {
                     histories[UserID(row[0] as Int64)]?.seriesProgress[row[1]] = row[2]
                 }
             }
@@ -128,7 +127,8 @@ extension SQLiteStore {
                         values.append(update.user.rawValue.databaseValue)
                         values.append(update.tenant.rawValue.databaseValue)
                     }
-                    try deliveredAndMoveMany.execute(arguments: StatementArguments(values))
+                    try deliveredAndMoveMany.bindPositionally(values)
+                    try deliveredAndMoveMany.execute()
                 }
             }
             var daysSeen = 0
@@ -178,7 +178,8 @@ extension SQLiteStore {
         }
         // RETURNING yields the inserted rows in no promised order: match them to the chunk by user.
         var ids: [Int64: Int64] = [:]
-        let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
+        try statement.bindPositionally(values)
+        let rows = try Row.fetchCursor(statement)
         while let row = try rows.next() { ids[row[1]] = row[0] }
         guard !ids.isEmpty else { return }
         for update in chunk {
