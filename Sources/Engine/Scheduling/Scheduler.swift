@@ -205,16 +205,22 @@ public actor Scheduler {
     /// Plans each due row and chooses the impulses of those whose day has come (reads only).
     private func decide(_ due: [ScheduleEntry], now: Date) async throws -> Decided {
         var updates: [ScheduleUpdate] = []
-        var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?, tenant: Tenant)] = []
+        var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?)] = []
         var statistics = SchedulerStatistics()
+        // Each tenant is resolved once per batch, not once per due row: a `Tenant` is a dozen strings, and copying
+        // it (with its catalog) for each of thousands of rows showed in the burst's profile.
+        var resolved: [TenantID: Tenant?] = [:]
         for entry in due {
-            guard let tenant = try await tenantState(entry.tenant)?.tenant else {
+            if resolved[entry.tenant] == nil {
+                resolved[entry.tenant] = .some(try await tenantState(entry.tenant)?.tenant)
+            }
+            guard let tenant = resolved[entry.tenant] ?? nil else {
                 updates.append(.move(entry, to: nil))
                 continue
             }
             switch planner.decide(entry, tenant: tenant, now: now) {
             case .deliver(let date, let next):
-                deliverable.append((entry, date, next, tenant))
+                deliverable.append((entry, date, next))
             case .skipStale(let date, let next):
                 statistics.due += 1
                 statistics.skippedStale += 1
@@ -233,7 +239,8 @@ public actor Scheduler {
         }
         let since = now.addingTimeInterval(-Double(configuration.repeatWindowDays) * 86_400)
         for (tenantID, group) in Dictionary(grouping: deliverable, by: \.entry.tenant) {
-            guard let catalog = try await tenantState(tenantID)?.catalog else { continue }
+            guard let state = try await tenantState(tenantID) else { continue }
+            let catalog = state.catalog
             let histories = try await store.selectionHistories(
                 tenant: tenantID,
                 users: group.map(\.entry.user),
@@ -243,7 +250,7 @@ public actor Scheduler {
                 statistics.due += 1
                 let impulse = selector.choose(
                     from: catalog,
-                    tenant: item.tenant,
+                    tenant: state.tenant,
                     user: item.entry.user,
                     language: item.entry.language,
                     scores: item.entry.lifeAreas,

@@ -86,17 +86,21 @@ public struct APNsNotification: Sendable, Equatable {
 
     /// Whether the text is a UUID in its 8-4-4-4-12 hexadecimal form (either case).
     static func isUUID(_ text: String) -> Bool {
-        var count = 0
-        for (index, byte) in text.utf8.enumerated() {
-            count += 1
-            switch index {
-            case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
-            default:
-                guard (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
-                else { return false }
+        // On the contiguous bytes: checked once per push, and iterating the UTF-8 view was 0.9% of a burst.
+        var text = text
+        return text.withUTF8 { bytes in
+            guard bytes.count == 36 else { return false }
+            for index in 0..<36 {
+                let byte = bytes[index]
+                switch index {
+                case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+                default:
+                    guard (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+                    else { return false }
+                }
             }
+            return true
         }
-        return count == 36
     }
 
     /// The request's header block (`authorization` is added by the client for token auth).
