@@ -76,8 +76,7 @@ public struct ImpulseSelector: Sendable {
             }
         }
         let singles = catalog.singles[language] ?? [:]
-        let starts =
-            series.isEmpty ? [] : series.filter { history.seriesProgress[$0.key] == nil }.compactMap(\.value.first)
+        let starts = series.filter { history.seriesProgress[$0.key] == nil }.compactMap(\.value.first)
         // Weakest area first; ties in the fixed area order.
         let values = scores.values
         let order = Self.lifeAreas.indices.sorted { (values[$0], $0) < (values[$1], $1) }
