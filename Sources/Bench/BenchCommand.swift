@@ -1,4 +1,5 @@
 import ArgumentParser
+import Engine
 import Foundation
 
 /// `broker-bench`: puts the broker beside its peers on this machine. Prints one JSON object of results, then a
@@ -25,6 +26,21 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Rounds of the gateway-alone measurement (its median is the result).")
     var gatewayRounds = 3
 
+    @Option(help: "Median of the latency the simulator adds to every answer, in milliseconds (0: none).")
+    var apnsLatencyMs = 0.0
+
+    @Option(help: "Spread of that latency: the standard deviation of its logarithm (0.5: p99 = 3.2 x median).")
+    var apnsLatencySpread = 0.0
+
+    @Option(help: "Deliveries a gateway worker takes at once (the gateway's batch size).")
+    var gatewayBatch = PushGatewayConfiguration().batchSize
+
+    @Option(help: "Pushes the gateway keeps in flight at once.")
+    var gatewayWorkers = PushGatewayConfiguration().workers
+
+    @Flag(inversion: .prefixedNo, help: "Run aioapns in the peer scenario (without it: the gateway alone).")
+    var peerClient = true
+
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
 
@@ -39,16 +55,29 @@ struct BenchCommand: AsyncParsableCommand {
             ? Size(users: 2000, requests: 2000, peerPushes: 500)
             : Size(users: users, requests: requests, peerPushes: peerPushes)
         let wanted = Set(scenarios.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        let gateway = PushGatewayConfiguration(
+            queueCapacityPerTenant: 10_000,
+            workers: gatewayWorkers,
+            batchSize: gatewayBatch
+        )
         var results: [String: Any] = [
             "machine": Machine.describe(), "binaries": Machine.binaries(), "size": size.json, "smoke": smoke,
+            "conditions": [
+                "apnsLatencyMilliseconds": apnsLatencyMs, "apnsLatencySpread": apnsLatencySpread,
+                "gatewayBatch": gateway.batchSize, "gatewayWorkers": gateway.workers,
+            ],
         ]
-        let simulator = try await SimulatorProcess.start(work: work + "/sim")
+        let simulator = try await SimulatorProcess.start(
+            work: work + "/sim",
+            latency: (max(0, apnsLatencyMs), max(0, apnsLatencySpread))
+        )
         defer { simulator.stop() }
         results["simulatorCeiling"] = try H2Load.simulatorCeiling(simulator, requests: size.requests, work: work)
         if wanted.contains("burst") {
             results["burst"] = try await Burst.run(
                 users: size.users,
                 deadPercent: 0,
+                gateway: gateway,
                 simulator: simulator,
                 work: work + "/burst"
             )
@@ -57,6 +86,7 @@ struct BenchCommand: AsyncParsableCommand {
             results["rejections"] = try await Burst.run(
                 users: size.users,
                 deadPercent: 30,
+                gateway: gateway,
                 simulator: simulator,
                 work: work + "/rejections"
             )
@@ -78,6 +108,8 @@ struct BenchCommand: AsyncParsableCommand {
             results["peer"] = try await Peer.run(
                 pushes: size.peerPushes,
                 rounds: smoke ? 1 : gatewayRounds,
+                withClient: peerClient,
+                gateway: gateway,
                 simulator: simulator,
                 work: work + "/peer"
             )

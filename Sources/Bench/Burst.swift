@@ -11,6 +11,7 @@ enum Burst {
     static func run(
         users: Int,
         deadPercent: Int,
+        gateway: PushGatewayConfiguration,
         simulator: SimulatorProcess,
         work: String
     ) async throws -> [String: Any] {
@@ -43,7 +44,7 @@ enum Burst {
                 defaultIdentity: .token(simulator.identity),
                 identities: [:]
             ),
-            push: PushGatewayConfiguration(queueCapacityPerTenant: 10_000, workers: 1000),
+            push: gateway,
             scheduler: SchedulerConfiguration(batchSize: 5000, pollInterval: .milliseconds(100), spreadWindow: .zero)
         )
         Machine.resetPeakRSS()

@@ -6,12 +6,29 @@ import Logging
 /// Scenario 4: the same pushes to the same simulator, sent by aioapns (the established Python client, Debian's
 /// python3-aioapns) and by the broker's push gateway alone (deliveries already in the ledger, no scheduler).
 enum Peer {
-    static func run(pushes: Int, rounds: Int, simulator: SimulatorProcess, work: String) async throws -> [String: Any] {
+    static func run(
+        pushes: Int,
+        rounds: Int,
+        withClient: Bool,
+        gateway configuration: PushGatewayConfiguration,
+        simulator: SimulatorProcess,
+        work: String
+    ) async throws -> [String: Any] {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        var peer: [String: Any] = [:]
+        if withClient {
+            try await simulator.prepare(deadPercent: 0)
+            peer = try aioapns(pushes: pushes, simulator: simulator, work: work)
+        }
         try await simulator.prepare(deadPercent: 0)
-        let peer = try aioapns(pushes: pushes, simulator: simulator, work: work)
-        try await simulator.prepare(deadPercent: 0)
-        let gateway = try await gatewayAlone(pushes: pushes, rounds: rounds, simulator: simulator, work: work)
+        let gateway = try await gatewayAlone(
+            pushes: pushes,
+            rounds: rounds,
+            configuration: configuration,
+            simulator: simulator,
+            work: work
+        )
+        guard withClient else { return ["gateway": gateway] }
         let peerRate = peer["pushesPerSecond"] as? Double ?? 0
         let gatewayRate = gateway["pushesPerSecond"] as? Double ?? 0
         return ["aioapns": peer, "gateway": gateway, "ratio": gatewayRate / max(0.001, peerRate)]
@@ -62,6 +79,7 @@ enum Peer {
     static func gatewayAlone(
         pushes: Int,
         rounds: Int,
+        configuration: PushGatewayConfiguration,
         simulator: SimulatorProcess,
         work: String
     ) async throws -> [String: Any] {
@@ -107,7 +125,7 @@ enum Peer {
             ledger: ledger,
             registry: TokenRegistry(store: store, logger: logger),
             transport: transport,
-            configuration: PushGatewayConfiguration(queueCapacityPerTenant: 10_000, workers: 1000),
+            configuration: configuration,
             logger: logger
         )
         let running = Task { await gateway.run() }

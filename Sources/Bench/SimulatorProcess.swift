@@ -10,15 +10,24 @@ final class SimulatorProcess: Sendable {
     let port: Int
     let work: String
     let identity: APNsSigningIdentity
+    /// The latency the simulator adds to every answer: median in milliseconds, and the spread of its logarithm.
+    let latency: (median: Double, spread: Double)
     private let process: Mutex<Process?>
 
     var certificatePath: String { work + "/tls/self-signed.crt" }
     var keyPath: String { work + "/AuthKey.p8" }
 
-    private init(port: Int, work: String, identity: APNsSigningIdentity, process: Process) {
+    private init(
+        port: Int,
+        work: String,
+        identity: APNsSigningIdentity,
+        latency: (median: Double, spread: Double),
+        process: Process
+    ) {
         self.port = port
         self.work = work
         self.identity = identity
+        self.latency = latency
         self.process = Mutex(process)
     }
 
@@ -27,7 +36,8 @@ final class SimulatorProcess: Sendable {
             .appendingPathComponent("broker").path
     }
 
-    static func start(work: String) async throws -> SimulatorProcess {
+    static func start(work: String, latency: (median: Double, spread: Double) = (0, 0)) async throws -> SimulatorProcess
+    {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(toFile: work + "/AuthKey.p8", atomically: true, encoding: .utf8)
@@ -49,7 +59,13 @@ final class SimulatorProcess: Sendable {
         try process.run()
         for _ in 0..<500 {
             if let match = output.withLock({ $0 }).firstMatch(of: #/127\.0\.0\.1:(\d+) /#), let port = Int(match.1) {
-                return SimulatorProcess(port: port, work: work, identity: identity, process: process)
+                return SimulatorProcess(
+                    port: port,
+                    work: work,
+                    identity: identity,
+                    latency: latency,
+                    process: process
+                )
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -96,10 +112,14 @@ final class SimulatorProcess: Sendable {
         )
     }
 
-    /// Clears the counts and sets the share of dead tokens.
+    /// Clears the counts and sets the share of dead tokens (and the latency of every answer).
     func prepare(deadPercent: Int) async throws {
         _ = try await control("DELETE", "/_simulator/accepted")
-        _ = try await control("PUT", "/_simulator/faults", #"{"deadTokenPercent": \#(deadPercent)}"#)
+        let faults =
+            #"{"deadTokenPercent": \#(deadPercent), "latencyMilliseconds": \#(latency.median), "#
+            + #""latencySpread": \#(latency.spread)}"#
+        let reply = try await control("PUT", "/_simulator/faults", faults)
+        guard reply.status == 204 else { throw BenchError("the simulator refused its faults: \(reply.status)") }
     }
 
     func counts() async throws -> (accepted: Int, rejected: Int) {

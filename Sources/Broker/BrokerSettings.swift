@@ -37,6 +37,8 @@ struct ConfigFile: Decodable {
     var spreadSeconds: Int?
     var repeatDays: Int?
     var shutdownGraceSeconds: Int?
+    var pushesInFlight: Int?
+    var pushBatchSize: Int?
     var adminListen: String?
     var adminToken: String?
 }
@@ -59,6 +61,7 @@ struct BrokerSettings {
     var apns: APNsSetup
     var scheduler: SchedulerConfiguration?
     var shutdownGraceSeconds: Int
+    var push: PushGatewayConfiguration
     var admin: AdminConfiguration?
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -148,6 +151,13 @@ struct BrokerSettings {
             }
         }
         shutdownGraceSeconds = try number("BROKER_SHUTDOWN_GRACE_SECONDS", file.shutdownGraceSeconds, 20, 1...600)
+        let defaults = PushGatewayConfiguration()
+        let inFlight = try number("BROKER_PUSHES_IN_FLIGHT", file.pushesInFlight, defaults.workers, 1...100_000)
+        let batch = try number("BROKER_PUSH_BATCH", file.pushBatchSize, defaults.batchSize, 1...1000)
+        guard batch <= inFlight else {
+            throw ValidationError("pushBatchSize (\(batch)) must not exceed pushesInFlight (\(inFlight))")
+        }
+        push = PushGatewayConfiguration(workers: inFlight, batchSize: batch)
         let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
         apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)
     }
@@ -169,6 +179,7 @@ struct BrokerSettings {
                 mediaDirectory: dataDirectory + "/media"
             ),
             apns: apns,
+            push: push,
             scheduler: scheduler,
             admin: admin
         )

@@ -107,6 +107,55 @@ struct APNsSimulatorModeTests {
         await simulator.stop()
     }
 
+    @Test("Simulated latency is log-normal around its median, added to the fixed delay, and decoded from JSON")
+    func latencyDistribution() throws {
+        var faults = SimulatorFaults()
+        var generator = SeededGenerator(seed: 7)
+        #expect(faults.answerDelay(using: &generator) == 0)
+        faults.delayMilliseconds = 3
+        faults.latencyMilliseconds = 20
+        #expect(faults.answerDelay(using: &generator) == 23)
+        faults.delayMilliseconds = 0
+        faults.latencySpread = 0.5
+        let draws = (0..<20_000).map { _ in faults.answerDelay(using: &generator) }.sorted()
+        let median = draws[draws.count / 2]
+        let p99 = draws[draws.count * 99 / 100]
+        // Log-normal with sigma 0.5: the median is the given one, the 99th percentile exp(0.5 * 2.326) = 3.2 times it.
+        #expect(abs(median - 20) < 1, "median \(median)")
+        #expect((2.9...3.5).contains(p99 / median), "p99 / median \(p99 / median)")
+        #expect(draws.first! > 0)
+        let decoded = try JSONDecoder().decode(
+            SimulatorFaults.self,
+            from: Data(#"{"latencyMilliseconds": 12.5, "latencySpread": -1}"#.utf8)
+        )
+        #expect(decoded.latencyMilliseconds == 12.5 && decoded.latencySpread == 0)
+    }
+
+    @Test("Benchmark mode holds its answers back by the simulated latency")
+    func benchmarkLatency() async throws {
+        let (serverTLS, clientTLS) = try EnginePair.tls()
+        let simulator = APNsSimulator(configuration: .init(tls: serverTLS, benchmarkMode: true))
+        let port = try await simulator.start()
+        let connection = try await HTTP2ClientConnection.connect(
+            host: "127.0.0.1",
+            port: port,
+            tls: clientTLS,
+            serverHostname: "localhost"
+        )
+        var faults = SimulatorFaults()
+        faults.latencyMilliseconds = 40
+        simulator.setFaults(faults)
+        let start = ContinuousClock.now
+        let reply = try await connection.send(
+            EnginePair.post("/3/device/\(String(repeating: "a", count: 64))").0,
+            deadline: .seconds(5)
+        )
+        #expect(reply.status == 200)
+        #expect(ContinuousClock.now - start >= .milliseconds(40))
+        await connection.close()
+        await simulator.stop()
+    }
+
     @Test("Delays hold answers back; a dropped connection fails only its requests; the pool opens more connections")
     func delaysDropsAndSaturation() async throws {
         let pair = try await APNsPair.start(maxConcurrentStreams: 4, maximumConnections: 3)
@@ -154,4 +203,17 @@ final class NIOLockedCounter: Sendable {
     private let box = Synchronization.Mutex(0)
     func increment() { box.withLock { $0 += 1 } }
     var value: Int { box.withLock { $0 } }
+}
+
+/// SplitMix64: the same draws in every run.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }

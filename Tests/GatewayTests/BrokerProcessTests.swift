@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Synchronization
 import Testing
@@ -157,6 +158,20 @@ struct BrokerProcessTests {
         let broken = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(broken.status != 0)
         #expect(broken.error.contains("bcryptCost"))
+        // Push limits: a batch larger than what may be in flight, and a zero batch, are refused with their names.
+        try Data(#"{"dataDirectory": "\#(folder)/from-file", "pushesInFlight": 100, "pushBatchSize": 200}"#.utf8)
+            .write(to: URL(fileURLWithPath: config))
+        let tooLarge = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        #expect(tooLarge.status != 0)
+        #expect(
+            tooLarge.error.contains("pushBatchSize (200) must not exceed pushesInFlight (100)"),
+            "\(tooLarge.error)"
+        )
+        try Data(#"{"dataDirectory": "\#(folder)/from-file", "pushBatchSize": 0}"#.utf8)
+            .write(to: URL(fileURLWithPath: config))
+        let zero = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        #expect(zero.status != 0)
+        #expect(zero.error.contains("BROKER_PUSH_BATCH must be within 1...1000"), "\(zero.error)")
     }
 
     @Test("broker demo seeds once, dispatches at once, stops on SIGTERM, and restarts without duplicates")
@@ -166,9 +181,29 @@ struct BrokerProcessTests {
         for run in 0..<2 {
             let demo = try RunningBroker(
                 ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error", "--users", "20"],
-                environment: ["BROKER_SPREAD_SECONDS": "0", "BROKER_ADMIN_LISTEN": "127.0.0.1:0"]
+                environment: [
+                    "BROKER_SPREAD_SECONDS": "0", "BROKER_ADMIN_LISTEN": "127.0.0.1:0",
+                    "BROKER_PUSHES_IN_FLIGHT": "300", "BROKER_PUSH_BATCH": "30",
+                ]
             )
             let port = try #require(try await demo.port(matching: /https:\/\/localhost:(\d+)/), "\(demo.output)")
+            // The push limits from the environment reach the gateway: the operator's /inspect shows them.
+            let adminPort = try #require(
+                try await demo.port(matching: /Metrics: curl http:\/\/127\.0\.0\.1:(\d+)\/metrics/),
+                "\(demo.output)"
+            )
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            let response = try await client.execute(
+                HTTPClientRequest(url: "http://127.0.0.1:\(adminPort)/inspect"),
+                timeout: .seconds(10)
+            )
+            let inspect = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+            try await client.shutdown()
+            let limits = (try JSONSerialization.jsonObject(with: inspect) as? [String: Any])?["pushLimits"]
+            #expect(
+                limits as? [String: Int] == ["inFlight": 300, "batch": 30],
+                "\(String(decoding: inspect, as: UTF8.self))"
+            )
             // anna's delivery time is the minute the demo was first started: her impulse arrives at once.
             let items = Mutex<[String]>([])
             let arrived = try await eventually(seconds: 20) {

@@ -43,6 +43,8 @@ public struct Inspector: Sendable {
         var node: String
         var uptimeSeconds: Int
         var pushesInFlight: Int?
+        /// The configured ceiling of pushes in flight and the deliveries per gateway batch.
+        var pushLimits: [String: Int]?
         var scheduler: SchedulerView?
         var tenants: [TenantView]
     }
@@ -110,6 +112,7 @@ public struct Inspector: Sendable {
             node: only == nil ? store.nodeID : "",
             uptimeSeconds: only == nil ? Int(now.timeIntervalSince(startedAt)) : 0,
             pushesInFlight: only == nil ? snapshot?.inFlight : nil,
+            pushLimits: only == nil ? gateway.map { ["inFlight": $0.limits.inFlight, "batch": $0.limits.batch] } : nil,
             scheduler: schedulerView,
             tenants: tenants
         )

@@ -48,6 +48,12 @@ public struct APNsSimulatorConfiguration: Sendable {
 public struct SimulatorFaults: Sendable, Codable, Equatable {
     /// Every answer waits this long.
     public var delayMilliseconds: Int = 0
+    /// Every answer also waits a drawn time with this median, in milliseconds: APNs' round trip as a data centre
+    /// sees it. Honoured in benchmark mode too, where the gateway's batching meets a realistic tail.
+    public var latencyMilliseconds: Double = 0
+    /// The standard deviation of the latency's natural logarithm (log-normal): 0 answers after the median
+    /// exactly; 0.5 puts the 99th percentile at 3.2 times the median.
+    public var latencySpread: Double = 0
     /// The next N requests are never answered.
     public var hangNext: Int = 0
     /// The next N requests get RST_STREAM(REFUSED_STREAM).
@@ -74,6 +80,24 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
         goAwayReason = try container.decodeIfPresent(String.self, forKey: .goAwayReason)
         unavailableUntil = try container.decodeIfPresent(Date.self, forKey: .unavailableUntil)
         deadTokenPercent = min(100, max(0, try container.decodeIfPresent(Int.self, forKey: .deadTokenPercent) ?? 0))
+        latencyMilliseconds = max(0, try container.decodeIfPresent(Double.self, forKey: .latencyMilliseconds) ?? 0)
+        latencySpread = max(0, try container.decodeIfPresent(Double.self, forKey: .latencySpread) ?? 0)
+    }
+
+    /// How long an answer waits, in milliseconds: the fixed delay plus a latency drawn from the log-normal
+    /// distribution (Box-Muller from two uniform draws of `generator`).
+    func answerDelay(using generator: inout some RandomNumberGenerator) -> Double {
+        var delay = Double(delayMilliseconds)
+        if latencyMilliseconds > 0 {
+            var normal = 0.0
+            if latencySpread > 0 {
+                let u1 = Double.random(in: Double.ulpOfOne..<1, using: &generator)
+                let u2 = Double.random(in: 0..<1, using: &generator)
+                normal = (-2 * Foundation.log(u1)).squareRoot() * Foundation.cos(2 * Double.pi * u2)
+            }
+            delay += latencyMilliseconds * Foundation.exp(latencySpread * normal)
+        }
+        return delay
     }
 }
 
@@ -196,28 +220,38 @@ public final class APNsSimulator: Sendable {
         }
         if configuration.benchmarkMode {
             // Minimal work: no validation, no record; a count, and a dead-token verdict when asked for.
-            let dead = state.withLock { $0.faults.deadTokenPercent }
+            let (dead, delay) = state.withLock { state in
+                var generator = SystemRandomNumberGenerator()
+                return (state.faults.deadTokenPercent, state.faults.answerDelay(using: &generator))
+            }
+            let status: Int
+            let headers: [HTTP2Header]
+            let body: ByteBuffer?
             if dead > 0, let token = message[":path"].map(Self.lastSegment), Self.isDead(token: token, dead) {
                 let gone = stableHash(String(token), "kind") % 2 == 0
                 state.withLock { $0.rejectedCount += 1 }
-                request.respond(
-                    status: gone ? 410 : 400,
-                    headers: [HTTP2Header("content-type", "application/json")],
-                    body: Self.reasonBody(gone ? "Unregistered" : "BadDeviceToken", timestamp: gone ? now() : nil)
-                )
-                return
-            }
-            state.withLock { $0.acceptedCount += 1 }
-            request.respond(
-                status: 200,
-                headers: [
+                status = gone ? 410 : 400
+                headers = [HTTP2Header("content-type", "application/json")]
+                body = Self.reasonBody(gone ? "Unregistered" : "BadDeviceToken", timestamp: gone ? now() : nil)
+            } else {
+                state.withLock { $0.acceptedCount += 1 }
+                status = 200
+                body = nil
+                headers = [
                     HTTP2Header(
                         lowercased: "apns-id",
                         message["apns-id"] ?? "00000000-0000-0000-0000-000000000000",
                         indexed: false
                     )
                 ]
-            )
+            }
+            if delay > 0 {
+                request.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e6))) {
+                    request.respond(status: status, headers: headers, body: body)
+                }
+            } else {
+                request.respond(status: status, headers: headers, body: body)
+            }
             return
         }
         let connectionID = ObjectIdentifier(connection.channel)
@@ -298,7 +332,10 @@ public final class APNsSimulator: Sendable {
                 )
             }
         }
-        let delay = state.withLock { $0.faults.delayMilliseconds }
+        let delay = state.withLock { state in
+            var generator = SystemRandomNumberGenerator()
+            return state.faults.answerDelay(using: &generator)
+        }
         let execute: @Sendable () -> Void = {
             switch plan {
             case .hang: break
@@ -318,7 +355,7 @@ public final class APNsSimulator: Sendable {
             }
         }
         if delay > 0 {
-            request.eventLoop.scheduleTask(in: .milliseconds(Int64(delay))) { execute() }
+            request.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e6))) { execute() }
         } else {
             execute()
         }
