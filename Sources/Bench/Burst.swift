@@ -61,14 +61,24 @@ enum Burst {
         guard let gateway = app.pushGateway else { throw BenchError("no push gateway") }
         var lastReport = ContinuousClock.now
         var finished = (accepted: 0, rejected: 0)
+        // Every 20 ms, what waits for the gateway: whether the scheduler keeps it fed (queue empty: the scheduler
+        // sets the pace) and how many pushes await their answer.
+        var samples = (count: 0, empty: 0, queued: 0, inFlight: 0)
         while true {
             let statistics = await gateway.statistics
             finished = (statistics.accepted, statistics.rejected.values.reduce(0, +))
             if finished.accepted + finished.rejected >= users { break }
+            let snapshot = await gateway.snapshot()
+            let queued = snapshot.queued.values.reduce(0, +)
+            if finished.accepted + finished.rejected > 0 {
+                samples.count += 1
+                samples.empty += queued == 0 ? 1 : 0
+                samples.queued += queued
+                samples.inFlight += snapshot.inFlight
+            }
             if started.duration(to: .now) > .seconds(3600) { throw BenchError("gave up after an hour: \(finished)") }
             if lastReport.duration(to: .now) > .seconds(5) {
                 lastReport = .now
-                let queued = await gateway.snapshot().queued.values.reduce(0, +)
                 let done = finished.accepted + finished.rejected
                 let name = work.split(separator: "/").last ?? ""
                 FileHandle.standardError.write(Data("  \(name): \(done)/\(users), queued \(queued)\n".utf8))
@@ -109,6 +119,10 @@ enum Burst {
             "retried": statistics.retried,
             "simulatorAccepted": sim.accepted,
             "simulatorRejected": sim.rejected,
+            // From the first answer to the last, sampled every 20 ms.
+            "gatewayQueueEmptyShare": Double(samples.empty) / Double(max(1, samples.count)),
+            "gatewayMeanQueued": Double(samples.queued) / Double(max(1, samples.count)),
+            "gatewayMeanInFlight": Double(samples.inFlight) / Double(max(1, samples.count)),
         ]
     }
 
