@@ -73,12 +73,12 @@ struct APNsValidationTests {
 
 @Suite("APNs simulator modes and faults", .timeLimit(.minutes(1)))
 struct APNsSimulatorModeTests {
-    @Test("Benchmark mode answers 200 to anything, counts but records nothing, and can declare a share of tokens dead")
-    func benchmark() async throws {
+    /// A simulator in benchmark mode on loopback TLS, and a client connection to it.
+    func benchmarkSimulator(
+        keys: [String: P256.Signing.PublicKey] = [:]
+    ) async throws -> (APNsSimulator, HTTP2ClientConnection) {
         let (serverTLS, clientTLS) = try EnginePair.tls()
-        let simulator = APNsSimulator(
-            configuration: .init(tls: serverTLS, keys: ["K": P256.Signing.PrivateKey().publicKey], benchmarkMode: true)
-        )
+        let simulator = APNsSimulator(configuration: .init(tls: serverTLS, keys: keys, benchmarkMode: true))
         let port = try await simulator.start()
         let connection = try await HTTP2ClientConnection.connect(
             host: "127.0.0.1",
@@ -86,6 +86,12 @@ struct APNsSimulatorModeTests {
             tls: clientTLS,
             serverHostname: "localhost"
         )
+        return (simulator, connection)
+    }
+
+    @Test("Benchmark mode answers 200 to anything, counts but records nothing, and can declare a share of tokens dead")
+    func benchmark() async throws {
+        let (simulator, connection) = try await benchmarkSimulator(keys: ["K": P256.Signing.PrivateKey().publicKey])
         let reply = try await connection.send(EnginePair.post("/3/device/not-hex").0, deadline: .seconds(5))
         #expect(reply.status == 200)
         #expect(simulator.counts.accepted == 1 && simulator.accepted.isEmpty)
@@ -133,15 +139,7 @@ struct APNsSimulatorModeTests {
 
     @Test("Benchmark mode holds its answers back by the simulated latency")
     func benchmarkLatency() async throws {
-        let (serverTLS, clientTLS) = try EnginePair.tls()
-        let simulator = APNsSimulator(configuration: .init(tls: serverTLS, benchmarkMode: true))
-        let port = try await simulator.start()
-        let connection = try await HTTP2ClientConnection.connect(
-            host: "127.0.0.1",
-            port: port,
-            tls: clientTLS,
-            serverHostname: "localhost"
-        )
+        let (simulator, connection) = try await benchmarkSimulator()
         var faults = SimulatorFaults()
         faults.latencyMilliseconds = 40
         simulator.setFaults(faults)

@@ -220,10 +220,10 @@ public final class APNsSimulator: Sendable {
         }
         if configuration.benchmarkMode {
             // Minimal work: no validation, no record; a count, and a dead-token verdict when asked for.
-            let (dead, delay) = state.withLock { state in
-                var generator = SystemRandomNumberGenerator()
-                return (state.faults.deadTokenPercent, state.faults.answerDelay(using: &generator))
-            }
+            let faults = state.withLock { $0.faults }
+            var generator = SystemRandomNumberGenerator()
+            let dead = faults.deadTokenPercent
+            let delay = faults.answerDelay(using: &generator)
             let status: Int
             let headers: [HTTP2Header]
             let body: ByteBuffer?
@@ -332,10 +332,8 @@ public final class APNsSimulator: Sendable {
                 )
             }
         }
-        let delay = state.withLock { state in
-            var generator = SystemRandomNumberGenerator()
-            return state.faults.answerDelay(using: &generator)
-        }
+        var generator = SystemRandomNumberGenerator()
+        let delay = state.withLock { $0.faults }.answerDelay(using: &generator)
         let execute: @Sendable () -> Void = {
             switch plan {
             case .hang: break
