@@ -9,9 +9,9 @@ public struct PushGatewayConfiguration: Sendable {
     /// Pushes in flight at once across all tenants.
     ///
     /// A batch holds its share until its slowest answer, so this must cover APNs' round trip and its tail: with
-    /// answers after 20 ms (median, log-normal spread 0.5), 1,000 in flight in batches of 64 pushed 13,700 a second
-    /// where 4,000 in batches of 250 pushed 28,000 (BENCHMARKS.md, round 10). 4,000 is what four connections of
-    /// 1,000 streams (APNs' usual limit, and the client's default pool) carry.
+    /// answers after 20 ms (median, log-normal spread 0.5), 1,000 in flight in batches of 64 pushed 13,600-14,300 a
+    /// second where 4,000 in batches of 250 pushed 27,600-29,400 (BENCHMARKS.md, round 10). 4,000 is what four
+    /// connections of 1,000 streams (APNs' usual limit, and the client's default pool) carry.
     public var workers: Int
     /// Deliveries a worker takes at once (one tenant's): their devices are read, their pushes sent in one hop
     /// and one write, and their marks committed together. `workers / batchSize` batches are in flight.

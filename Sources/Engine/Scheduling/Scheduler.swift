@@ -209,12 +209,10 @@ public actor Scheduler {
         var statistics = SchedulerStatistics()
         // Each tenant is resolved once per batch, not once per due row: a `Tenant` is a dozen strings, and copying
         // it (with its catalog) for each of thousands of rows showed in the burst's profile.
-        var resolved: [TenantID: Tenant?] = [:]
+        var resolved: [TenantID: (tenant: Tenant, catalog: CatalogIndex)?] = [:]
         for entry in due {
-            if resolved[entry.tenant] == nil {
-                resolved[entry.tenant] = .some(try await tenantState(entry.tenant)?.tenant)
-            }
-            guard let tenant = resolved[entry.tenant] ?? nil else {
+            if resolved[entry.tenant] == nil { resolved[entry.tenant] = .some(try await tenantState(entry.tenant)) }
+            guard let tenant = (resolved[entry.tenant] ?? nil)?.tenant else {
                 updates.append(.move(entry, to: nil))
                 continue
             }
@@ -239,7 +237,8 @@ public actor Scheduler {
         }
         let since = now.addingTimeInterval(-Double(configuration.repeatWindowDays) * 86_400)
         for (tenantID, group) in Dictionary(grouping: deliverable, by: \.entry.tenant) {
-            guard let state = try await tenantState(tenantID) else { continue }
+            // Resolved above: every deliverable row's tenant exists.
+            guard let state = resolved[tenantID] ?? nil else { continue }
             let catalog = state.catalog
             let histories = try await store.selectionHistories(
                 tenant: tenantID,
