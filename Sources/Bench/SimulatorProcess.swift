@@ -119,7 +119,9 @@ final class SimulatorProcess: Sendable {
             #"{"deadTokenPercent": \#(deadPercent), "latencyMilliseconds": \#(latency.median), "#
             + #""latencySpread": \#(latency.spread)}"#
         let reply = try await control("PUT", "/_simulator/faults", faults)
-        guard reply.status == 204 else { throw BenchError("the simulator refused its faults: \(reply.status)") }
+        guard reply.status == 204 else {
+            throw BenchError("the simulator refused its faults: \(reply.status.map(String.init) ?? "no status")")
+        }
     }
 
     func counts() async throws -> (accepted: Int, rejected: Int) {

@@ -34,6 +34,46 @@ final class ScriptedTransport: PushTransport {
     }
 }
 
+/// A transport whose pushes to some tokens wait until the test opens the gate; the rest answer at once.
+final class GatedTransport: PushTransport {
+    let gated: Set<String>
+    let sent = Mutex<[OutboundPush]>([])
+    let awaiting = Mutex((now: 0, peak: 0))
+    private let gate = Mutex((open: false, waiting: [CheckedContinuation<Void, Never>]()))
+
+    init(gated: Set<String>) { self.gated = gated }
+
+    func send(_ push: OutboundPush) async -> PushResult {
+        awaiting.withLock {
+            $0.now += 1
+            $0.peak = max($0.peak, $0.now)
+        }
+        if gated.contains(push.device.token.rawValue) {
+            await withCheckedContinuation { continuation in
+                let open = gate.withLock { gate in
+                    if !gate.open { gate.waiting.append(continuation) }
+                    return gate.open
+                }
+                if open { continuation.resume() }
+            }
+        }
+        sent.withLock { $0.append(push) }
+        awaiting.withLock { $0.now -= 1 }
+        return .accepted(apnsID: "id-\(push.delivery.rawValue)")
+    }
+
+    func open() {
+        let waiting = gate.withLock { gate in
+            gate.open = true
+            defer { gate.waiting.removeAll() }
+            return gate.waiting
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    func renewCredentials(tenant: TenantID) async {}
+}
+
 @Suite("Push gateway", .timeLimit(.minutes(1)))
 struct PushGatewayTests {
     func token(_ n: Int) throws -> DeviceToken { try DeviceToken(String(format: "%064x", n)) }
@@ -142,6 +182,43 @@ struct PushGatewayTests {
         #expect(try await eventually { transport.sent.withLock { $0.count } == 12 })
         #expect(peakQueue.withLock { $0 } <= 3)
         #expect(transport.concurrent.withLock { $0.peak } <= 2)
+        running.cancel()
+    }
+
+    @Test("An answered push gives its place back at once: slow answers hold their own places, not their batches'")
+    func slowAnswersHoldOnlyTheirPlaces() async throws {
+        let f = try await StoreFixture.make()
+        let slow = [
+            f.a, try await f.store.createUser(try NewUser(tenant: f.acme, username: "slow", passwordHash: "x")),
+        ]
+        try await register(f, slow[0], 1)
+        try await register(f, slow[1], 2)
+        try await register(f, f.b, 3)
+        let transport = GatedTransport(gated: [String(format: "%064x", 1), String(format: "%064x", 2)])
+        // Four places in batches of two. Each slow push shares its batch with a fast one; were places given back
+        // per batch, both batches would hold all four places until the gate opens, and nothing else would go.
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            configuration: .init(queueCapacityPerTenant: 100, workers: 4, batchSize: 2),
+            logger: StoreFixture.logger
+        )
+        var deliveries = [try await deliver(f, slow[0]), try await deliver(f, f.b)]
+        deliveries += [try await deliver(f, slow[1]), try await deliver(f, f.b)]
+        for _ in 0..<10 { deliveries.append(try await deliver(f, f.b)) }
+        for delivery in deliveries { await gateway.enqueue(delivery) }
+        let running = Task { await gateway.run() }
+        let fast = try token(3)
+        #expect(try await eventually { transport.sent.withLock { $0.count { $0.device.token == fast } } == 12 })
+        #expect(transport.sent.withLock { $0.count } == 12)
+        #expect(await gateway.snapshot().inFlight == 2)
+        #expect(transport.awaiting.withLock { $0.peak } <= 4)
+        transport.open()
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 14 })
+        #expect(try await eventually { await gateway.snapshot().inFlight == 0 })
+        #expect(try await eventually { await gateway.statistics.accepted == 14 })
         running.cancel()
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
+import Synchronization
 import Testing
 
 @testable import Gateway
@@ -118,6 +119,33 @@ struct APNsClientTests {
         #expect(Set(pair.simulator.accepted.map(\.token)).count == 600)
         for connection in await pair.client.snapshot() { #expect(connection.inFlight == 0) }
         await pair.stop()
+    }
+
+    @Test("An answered push gives its stream back at once: a hung one holds one stream, not its whole batch's")
+    func streamsGivenBackPerAnswer() async throws {
+        let pair = try await APNsPair.start(maxConcurrentStreams: 4, deadline: .seconds(40), maximumConnections: 1)
+        // The first success verifies the connection; then it follows the simulator's four streams.
+        #expect(
+            await pair.client.send(try APNsPair.notification(0))
+                == .accepted(apnsID: try APNsPair.notification(0).apnsID)
+        )
+        #expect(try await eventually { await pair.client.snapshot().first?.maxStreams == 4 })
+        var faults = SimulatorFaults()
+        faults.hangNext = 1
+        pair.simulator.setFaults(faults)
+        let answered = Mutex(0)
+        let first = try (1...4).map { try APNsPair.notification($0) }
+        let hung = Task { await pair.client.send(batch: first) { answered.withLock { $0 += 1 } } }
+        #expect(try await eventually { answered.withLock { $0 } == 3 })
+        #expect(try await eventually { await pair.client.snapshot().first?.inFlight == 1 })
+        // Three streams are free while the fourth waits for its deadline: a second batch goes out on them now.
+        let second = await pair.client.send(batch: try (5...7).map { try APNsPair.notification($0) })
+        #expect(second.allSatisfy { if case .accepted = $0.result { true } else { false } })
+        #expect(answered.withLock { $0 } == 3)
+        await pair.stop()
+        let results = await hung.value.map(\.result)
+        #expect(results.count { if case .accepted = $0 { true } else { false } } == 3)
+        #expect(results.count { if case .transportFailure = $0 { true } else { false } } == 1)
     }
 
     @Test("Token states and provider-token errors come back as APNs' reasons")

@@ -6,15 +6,14 @@ import Logging
 public struct PushGatewayConfiguration: Sendable {
     /// Deliveries waiting per tenant; a producer suspends beyond it (backpressure, bounded memory).
     public var queueCapacityPerTenant: Int
-    /// Pushes in flight at once across all tenants.
+    /// Pushes awaiting APNs' answer at once, across all tenants.
     ///
-    /// A batch holds its share until its slowest answer, so this must cover APNs' round trip and its tail: with
-    /// answers after 20 ms (median, log-normal spread 0.5), 1,000 in flight in batches of 64 pushed 13,600-14,300 a
-    /// second where 4,000 in batches of 250 pushed 27,600-29,400 (BENCHMARKS.md, round 10). 4,000 is what four
-    /// connections of 1,000 streams (APNs' usual limit, and the client's default pool) carry.
+    /// Each answer gives its place back as it comes (since round 11; before, a batch held its places until its
+    /// slowest answer). 4,000 is what four connections of 1,000 streams (APNs' usual limit, and the client's
+    /// default pool) carry.
     public var workers: Int
     /// Deliveries a worker takes at once (one tenant's): their devices are read, their pushes sent in one hop
-    /// and one write, and their marks committed together. `workers / batchSize` batches are in flight.
+    /// and one write, and their marks committed together.
     public var batchSize: Int
     public var policy: PushOutcomePolicy
 
@@ -30,8 +29,10 @@ public struct PushGatewayConfiguration: Sendable {
         self.policy = policy
     }
 
-    /// Batches in flight at once.
-    var batchWorkers: Int { (workers + batchSize - 1) / batchSize }
+    /// Batches at once: four times what the places hold in whole batches, so that while a batch waits for its
+    /// slowest answers, the places its other pushes gave back carry further batches. (Under a log-normal APNs
+    /// latency of spread 0.5, the slowest of 250 answers takes about 3.4 times the mean.)
+    var batchWorkers: Int { 4 * ((workers + batchSize - 1) / batchSize) }
 }
 
 /// Counters of what the gateway did (closed label sets: outcome, APNs reason).
@@ -93,7 +94,10 @@ public actor PushGateway {
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
     private var paused: [TenantID: String] = [:]
     private var stopping = false
-    private var inFlight = 0
+    /// Deliveries taken from the queues and not yet finished.
+    private var taken = 0
+    /// Places of the pushes awaiting an answer (`configuration.workers`).
+    private let permits: PushPermits
     public private(set) var statistics = PushStatistics()
 
     public init(
@@ -113,6 +117,7 @@ public actor PushGateway {
         self.logger = logger
         self.metrics = metrics
         self.catalog = CatalogCache(store: store)
+        self.permits = PushPermits(configuration.workers)
     }
 
     /// Queues a delivery's push, suspending while the tenant's queue is full. Returns false when it was not
@@ -181,13 +186,14 @@ public actor PushGateway {
     /// Pushes in flight at most, and deliveries per batch (for inspection).
     public nonisolated var limits: (inFlight: Int, batch: Int) { (configuration.workers, configuration.batchSize) }
 
-    /// Queue depth, in-flight pushes and the configuration error per tenant (for inspection).
+    /// Queue depth, pushes awaiting APNs' answer, and the configuration error per tenant (for inspection).
     public func snapshot() -> (queued: [TenantID: Int], inFlight: Int, paused: [TenantID: String]) {
-        (queues.mapValues(\.count), inFlight, paused)
+        (queues.mapValues(\.count), permits.inUse, paused)
     }
 
     private func stop() {
         stopping = true
+        permits.close()
         for waiter in idleWorkers { waiter.resume() }
         idleWorkers.removeAll()
         for waiters in blockedProducers.values { for waiter in waiters { waiter.continuation.resume() } }
@@ -217,7 +223,7 @@ public actor PushGateway {
                     jobs.append(job)
                     if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
                 }
-                inFlight += jobs.count
+                taken += jobs.count
                 return jobs
             }
             await withCheckedContinuation { idleWorkers.append($0) }
@@ -233,7 +239,7 @@ public actor PushGateway {
     }
 
     private func finished(_ delivery: Delivery) {
-        inFlight -= 1
+        taken -= 1
         // A delivery requeued by a paused tenant is back in its queue: still pending.
         if requeued.remove(delivery.id) == nil { pending.remove(delivery.id) }
     }
@@ -311,7 +317,17 @@ public actor PushGateway {
                     sends.append((index, push))
                 }
             }
-            let answers = sends.isEmpty ? [] : await transport.send(batch: sends.map(\.push))
+            var answers: [PushAnswer] = []
+            if !sends.isEmpty {
+                // Stopping: the deliveries stay unsettled and are pushed at the next start.
+                guard await permits.acquire(sends.count) else { return }
+                let held = HeldPlaces(sends.count)
+                let permits = self.permits
+                answers = await transport.send(batch: sends.map(\.push)) {
+                    permits.release(held.take(1))
+                }
+                permits.release(held.takeAll())
+            }
             var accepted = [String?](repeating: nil, count: jobs.count)
             var unsettled = Set<Int>()
             var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []

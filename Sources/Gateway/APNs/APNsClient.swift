@@ -68,13 +68,15 @@ public actor APNsClient {
         let connection: HTTP2ClientConnection
         let draining = Atomic<Bool>(false)
         let maxStreams = Atomic<UInt32>(1)
+        /// Streams leased and not yet answered: the pool adds what it leases, and each answer gives its stream
+        /// back at once on the event loop, not when the slowest answer of its batch comes.
+        let leased = Atomic<Int>(0)
         init(connection: HTTP2ClientConnection) { self.connection = connection }
         var isOpen: Bool { !draining.load(ordering: .relaxed) && connection.channel.isActive }
     }
 
     struct Pooled {
         let link: Link
-        var inFlight = 0
         var verified: Bool
         var lastUsed = ContinuousClock.now
         /// Whether its GOAWAY or close has been counted towards the reconnect backoff.
@@ -87,6 +89,9 @@ public actor APNsClient {
     private var pool: [ObjectIdentifier: Pooled] = [:]
     private var connecting = 0
     private var waiters: [CheckedContinuation<Void, Never>] = []
+    /// Set by a caller about to wait for a stream; the event loop that gives a stream back clears it and wakes
+    /// the waiters (one hop per wait, not one per answer).
+    private nonisolated let streamWanted = Atomic<Bool>(false)
     private var failures = 0
     private var nextConnectAt = ContinuousClock.now
     private var stats = (sent: 0, connectionsOpened: 0, goAways: 0)
@@ -122,16 +127,19 @@ public actor APNsClient {
                     body: body,
                     deadline: TimeAmount(configuration.requestDeadline)
                 )
-                release(lease, accepted: response.status == 200)
+                giveBack(lease, streams: 1)
+                settle(lease, accepted: response.status == 200)
                 stats.sent += 1
                 return Self.result(of: response)
             } catch let error as HTTP2EngineError {
-                release(lease, accepted: false)
+                giveBack(lease, streams: 1)
+                settle(lease, accepted: false)
                 // Not processed by APNs (REFUSED_STREAM, above a GOAWAY): resend at once, at most twice.
                 if error.code == .notProcessed, attempt < 3 { continue }
                 return .transportFailure(description: error.description, resendable: error.code == .notProcessed)
             } catch {
-                release(lease, accepted: false)
+                giveBack(lease, streams: 1)
+                settle(lease, accepted: false)
                 return .transportFailure(description: "\(error)", resendable: false)
             }
         }
@@ -141,7 +149,13 @@ public actor APNsClient {
     /// connection's event loop in one hop and one write. Answers come in the order given; like `send`, every
     /// failure is a `PushResult`. Streams not processed by APNs (REFUSED_STREAM, above a GOAWAY) are resent, at
     /// most twice.
-    public func send(batch notifications: [APNsNotification]) async -> [PushAnswer] {
+    ///
+    /// Each answer gives its stream back as it comes, so a slow answer holds one stream, not its whole chunk's;
+    /// `onAnswer` runs then too (on the event loop), for every answer that came over a connection.
+    public func send(
+        batch notifications: [APNsNotification],
+        onAnswer: (@Sendable () -> Void)? = nil
+    ) async -> [PushAnswer] {
         var authorization: HTTP2Header?
         if case .token(let cache) = authentication {
             do {
@@ -172,11 +186,17 @@ public actor APNsClient {
                         rest = rest.dropFirst(lease.granted)
                         let chunk = indices.map { requests[$0] }
                         group.addTask {
-                            let answers = await lease.link.connection.send(batch: chunk, deadline: deadline)
-                            // Released here, not after the group: this caller may be waiting for streams itself.
-                            await self.release(
+                            // Each stream is given back exactly once: by its answer, or after the chunk when no
+                            // answer came for it (a connection that never took the requests).
+                            let held = HeldPlaces(indices.count)
+                            let answers = await lease.link.connection.send(batch: chunk, deadline: deadline) {
+                                if held.take(1) > 0 { self.giveBack(lease.link, streams: 1) }
+                                onAnswer?()
+                            }
+                            let unanswered = held.takeAll()
+                            if unanswered > 0 { self.giveBack(lease.link, streams: unanswered) }
+                            await self.settle(
                                 lease.link,
-                                count: indices.count,
                                 accepted: answers.contains { (try? $0.result.get())?.status == 200 }
                             )
                             return (indices, answers)
@@ -224,9 +244,10 @@ public actor APNsClient {
     public func maintain(idleAfter: Duration = .seconds(60)) {
         let now = ContinuousClock.now
         for (id, entry) in pool {
-            if !entry.link.connection.channel.isActive, entry.inFlight == 0 {
+            let inFlight = entry.link.leased.load(ordering: .relaxed)
+            if !entry.link.connection.channel.isActive, inFlight == 0 {
                 pool[id] = nil
-            } else if entry.inFlight == 0, now - entry.lastUsed > idleAfter {
+            } else if inFlight == 0, now - entry.lastUsed > idleAfter {
                 entry.link.connection.ping()
                 pool[id]?.lastUsed = now
             }
@@ -235,7 +256,12 @@ public actor APNsClient {
 
     /// A snapshot for inspection: connections with their stream limit, streams in flight and state.
     public func snapshot() -> [(maxStreams: UInt32, inFlight: Int, verified: Bool, open: Bool)] {
-        pool.values.map { ($0.link.maxStreams.load(ordering: .relaxed), $0.inFlight, $0.verified, $0.link.isOpen) }
+        pool.values.map {
+            (
+                $0.link.maxStreams.load(ordering: .relaxed), $0.link.leased.load(ordering: .relaxed), $0.verified,
+                $0.link.isOpen
+            )
+        }
     }
 
     public var counters: (sent: Int, connectionsOpened: Int, goAways: Int) { stats }
@@ -258,15 +284,18 @@ public actor APNsClient {
     /// A connection with a free stream, opening one or waiting as needed. Fails at once when APNs cannot be
     /// reached (the caller's retry policy backs off), never loops on connection attempts.
     private func acquire(upTo wanted: Int) async -> Result<(link: Link, granted: Int), AcquireFailure> {
+        // Whether `streamWanted` was raised since the last look: then one more look, and only then a wait.
+        var announced = false
         while !Task.isCancelled {
-            if let (id, entry) = pool.first(where: { $0.value.link.isOpen && $0.value.inFlight < limit($0.value) }) {
-                let granted = min(wanted, limit(entry) - entry.inFlight)
-                pool[id]?.inFlight += granted
+            // Only this actor adds to `leased`; answers only take away, so a stream seen free stays free.
+            if let (id, entry) = pool.first(where: { $0.value.link.isOpen && free($0.value) > 0 }) {
+                let granted = min(wanted, free(entry))
+                entry.link.leased.add(granted, ordering: .sequentiallyConsistent)
                 pool[id]?.lastUsed = .now
                 return .success((entry.link, granted))
             }
             noteLostConnections()
-            pool = pool.filter { $0.value.link.isOpen || $0.value.inFlight > 0 }
+            pool = pool.filter { $0.value.link.isOpen || $0.value.link.leased.load(ordering: .relaxed) > 0 }
             let open = pool.values.filter { $0.link.isOpen }.count
             if open + connecting < configuration.maximumConnections, ContinuousClock.now >= nextConnectAt {
                 if let failure = await connect() { return .failure(failure) }
@@ -287,7 +316,15 @@ public actor APNsClient {
             guard waiters.count < configuration.maximumWaiting else {
                 return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))
             }
-            // Woken by a finished push, a failed connect, or the caller's cancellation (then all wake and re-check).
+            // Raised before the last look: an answer after that look sees it and wakes the waiters.
+            if !announced {
+                streamWanted.store(true, ordering: .sequentiallyConsistent)
+                announced = true
+                continue
+            }
+            announced = false
+            // Woken by an answer, a verified connection, a failed connect, or the caller's cancellation (then all
+            // wake and re-check).
             await withTaskCancellationHandler {
                 await withCheckedContinuation { waiters.append($0) }
             } onCancel: {
@@ -317,14 +354,28 @@ public actor APNsClient {
         }
     }
 
-    private func release(_ link: Link, count: Int = 1, accepted: Bool) {
-        let id = ObjectIdentifier(link)
-        if pool[id] != nil {
-            pool[id]?.inFlight -= count
-            if accepted { pool[id]?.verified = true }
+    private func free(_ entry: Pooled) -> Int {
+        limit(entry) - entry.link.leased.load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Gives streams back (on the event loop as answers come, or after a chunk); wakes the waiters when a caller
+    /// announced it waits.
+    private nonisolated func giveBack(_ link: Link, streams: Int) {
+        link.leased.subtract(streams, ordering: .sequentiallyConsistent)
+        if streamWanted.exchange(false, ordering: .sequentiallyConsistent) {
+            Task { await self.wakeWaiters() }
         }
-        if accepted { failures = 0 }
-        wakeWaiters()
+    }
+
+    /// After a chunk or a push: an accepted push verifies its connection (a token connection's limit then
+    /// follows the server's) and ends the reconnect backoff.
+    private func settle(_ link: Link, accepted: Bool) {
+        guard accepted else { return }
+        let id = ObjectIdentifier(link)
+        let wasVerified = pool[id]?.verified ?? true
+        pool[id]?.verified = true
+        failures = 0
+        if !wasVerified { wakeWaiters() }
     }
 
     private func wakeWaiters() {

@@ -84,7 +84,7 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// One hop per pool: the pushes are grouped by the client (identity and environment) that sends them.
-    public func send(batch pushes: [OutboundPush]) async -> [PushAnswer] {
+    public func send(batch pushes: [OutboundPush], onAnswer: @escaping @Sendable () -> Void) async -> [PushAnswer] {
         var answers = [PushAnswer?](repeating: nil, count: pushes.count)
         var groups: [ObjectIdentifier: (client: APNsClient, indices: [Int], notifications: [APNsNotification])] = [:]
         for (index, push) in pushes.enumerated() {
@@ -104,7 +104,9 @@ public final class APNsPushTransport: PushTransport {
         }
         await withTaskGroup(of: (indices: [Int], answers: [PushAnswer]).self) { group in
             for entry in groups.values {
-                group.addTask { (entry.indices, await entry.client.send(batch: entry.notifications)) }
+                group.addTask {
+                    (entry.indices, await entry.client.send(batch: entry.notifications, onAnswer: onAnswer))
+                }
             }
             for await sent in group {
                 for (index, answer) in zip(sent.indices, sent.answers) { answers[index] = answer }

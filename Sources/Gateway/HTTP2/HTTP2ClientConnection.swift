@@ -82,14 +82,17 @@ public final class HTTP2ClientConnection: Sendable {
     }
 
     /// Sends several requests in one hop to the event loop and one write, and waits for every answer (in order).
-    /// A request's failure is its answer; this never throws.
+    /// A request's failure is its answer; this never throws. `onAnswer` runs on the event loop as each request's
+    /// answer or failure comes (so a caller can free what the request held before the slowest one is answered);
+    /// it is not called for requests that never reached the connection (then every answer is a failure).
     public func send(
         batch requests: [(headers: [HTTP2Header], body: ByteBuffer?)],
-        deadline: TimeAmount
+        deadline: TimeAmount,
+        onAnswer: (@Sendable () -> Void)? = nil
     ) async -> [HTTP2Answer] {
         let promise = channel.eventLoop.makePromise(of: [HTTP2Answer].self)
         channel.eventLoop.execute { [handler] in
-            handler.value.request(batch: requests, deadline: deadline, promise: promise)
+            handler.value.request(batch: requests, deadline: deadline, onAnswer: onAnswer, promise: promise)
         }
         do {
             return try await promise.futureResult.get()

@@ -139,10 +139,12 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     /// Sends several requests with one write and one deadline timer; the promise completes when every one has
-    /// its answer or failure, in the order given, each with the time from submission to its answer.
+    /// its answer or failure, in the order given, each with the time from submission to its answer. `onAnswer`
+    /// runs for each request as its answer or failure comes, before the promise completes.
     func request(
         batch requests: [(headers: [HTTP2Header], body: ByteBuffer?)],
         deadline: TimeAmount,
+        onAnswer: (() -> Void)? = nil,
         promise: EventLoopPromise<[HTTP2Answer]>
     ) {
         guard let session, let context, !goingAway else {
@@ -163,6 +165,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                 guard answers[index] == nil else { return }
                 answers[index] = HTTP2Answer(result: result, latency: NIODeadline.now() - started)
                 remaining -= 1
+                onAnswer?()
                 if remaining == 0 {
                     timer?.cancel()
                     promise.succeed(answers.map { $0! })
