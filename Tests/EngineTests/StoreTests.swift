@@ -228,6 +228,55 @@ struct StoreTests {
         #expect(!plan.contains { $0.contains("SCAN deliveries") })
     }
 
+    @Test("Settled marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
+    func settledMarksInBulk() async throws {
+        let f = try await StoreFixture.make()
+        let impulse = try ImpulseID("one")
+        let recorded = try await f.store.recordDeliveries(
+            (0..<150).map { _ in
+                NewDelivery(
+                    tenant: f.acme,
+                    user: f.a.id,
+                    impulse: impulse,
+                    kind: .manual,
+                    assignedAt: Date(),
+                    awaitsPush: true
+                )
+            }
+        )
+        let first = Date(timeIntervalSince1970: 2000)
+        // The first 40 are settled alone, so the bulk pass below must keep their time.
+        try await f.store.applyMarks(
+            recorded.prefix(40).map { DeliveryMark(tenant: f.acme, delivery: $0.id, kind: .settled, at: first) }
+        )
+        var marks = recorded.map {
+            DeliveryMark(tenant: f.acme, delivery: $0.id, kind: .settled, at: first.addingTimeInterval(60))
+        }
+        // Another tenant's marks for the last 10 are ignored; 150 marks make two full statements and 22 single rows.
+        for index in 140..<150 { marks[index].tenant = f.globex }
+        try await f.store.applyMarks(marks)
+        let rows = try await f.store.read { db in
+            try Row.fetchAll(db, sql: "SELECT settled_at, pushed_at FROM deliveries ORDER BY id").map {
+                (settledAt: $0["settled_at"] as Double?, pushedAt: $0["pushed_at"] as Double?)
+            }
+        }
+        #expect(rows.count == 150)
+        #expect(rows.allSatisfy { $0.pushedAt == nil })
+        #expect(rows.prefix(40).allSatisfy { $0.settledAt == 2000 })
+        #expect(rows.dropFirst(40).prefix(100).allSatisfy { $0.settledAt == 2060 })
+        #expect(rows.suffix(10).allSatisfy { $0.settledAt == nil })
+        let plan = try await f.store.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "EXPLAIN QUERY PLAN " + SQLiteStore.settledMarksSQL,
+                arguments: StatementArguments(Array(repeating: 0, count: 3 * SQLiteStore.marksPerStatement))
+            )
+            .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("SEARCH deliveries USING INTEGER PRIMARY KEY") })
+        #expect(!plan.contains { $0.contains("SCAN deliveries") })
+    }
+
     @Test("A batch commit moves only rows still at the fire time it read, records the day either way, logs one change")
     func scheduleCommitCompareAndSet() async throws {
         let f = try await StoreFixture.make()

@@ -121,8 +121,11 @@ extension SQLiteStore {
             let settled = try db.cachedStatement(
                 sql: "UPDATE deliveries SET settled_at = ? WHERE id = ? AND tenant_id = ? AND settled_at IS NULL"
             )
-            // Pushed marks (nearly all of them in a burst) go 64 to a statement; the rest one by one, below.
+            // Pushed marks (nearly all of them in a burst) and settled ones (rejected pushes: a third of them with
+            // 30% dead tokens) go 64 to a statement; the rest one by one, below.
             var pushedMarks: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
+            var settledMarks: [DatabaseValue] = []
+            settledMarks.reserveCapacity(3 * Self.marksPerStatement)
             for mark in marks {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
@@ -143,7 +146,16 @@ extension SQLiteStore {
                         try statement.execute()
                         pushedMarks.removeAll(keepingCapacity: true)
                     }
-                case .settled: try settled.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
+                case .settled:
+                    settledMarks.append(mark.delivery.rawValue.databaseValue)
+                    settledMarks.append(mark.tenant.rawValue.databaseValue)
+                    settledMarks.append(at.databaseValue)
+                    if settledMarks.count == 3 * Self.marksPerStatement {
+                        let statement = try db.cachedStatement(sql: Self.settledMarksSQL)
+                        try statement.bindPositionally(settledMarks)
+                        try statement.execute()
+                        settledMarks.removeAll(keepingCapacity: true)
+                    }
                 case .fetched: try fetched.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
                 case .read:
                     try read.execute(arguments: [at, at, mark.delivery.rawValue, mark.tenant.rawValue])
@@ -155,10 +167,23 @@ extension SQLiteStore {
             for mark in pushedMarks {
                 try pushed.execute(arguments: [mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
             }
+            for start in stride(from: 0, to: settledMarks.count, by: 3) {
+                try settled.bindPositionally([settledMarks[start + 2], settledMarks[start], settledMarks[start + 1]])
+                try settled.execute()
+            }
         }
     }
 
     static let pushedMarksPerStatement = 64
+    static let marksPerStatement = pushedMarksPerStatement
+
+    /// `marksPerStatement` settled marks: (delivery id, tenant, time) each. A delivery already settled keeps its
+    /// first time, as with the one-row statement.
+    static let settledMarksSQL = """
+        UPDATE deliveries SET settled_at = v.column3
+        FROM (VALUES \(Array(repeating: "(?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
+        WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.settled_at IS NULL
+        """
 
     /// `pushedMarksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
     /// marked pushed keeps its first mark, as with the one-row statement.
