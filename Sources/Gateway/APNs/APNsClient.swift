@@ -323,8 +323,8 @@ public actor APNsClient {
                 continue
             }
             announced = false
-            // Woken by an answer, a verified connection, a failed connect, or the caller's cancellation (then all
-            // wake and re-check).
+            // Woken by an answer, a verified or newly opened connection, a failed connect, or the caller's
+            // cancellation (then all wake and re-check).
             await withTaskCancellationHandler {
                 await withCheckedContinuation { waiters.append($0) }
             } onCancel: {
@@ -412,6 +412,8 @@ public actor APNsClient {
             let certificate: Bool = if case .certificate = authentication { true } else { false }
             pool[ObjectIdentifier(link)] = Pooled(link: link, verified: certificate)
             stats.connectionsOpened += 1
+            // Callers that waited while it was opening may take its streams now.
+            wakeWaiters()
             logger.debug(
                 "APNs connection opened",
                 metadata: ["apns.host": "\(configuration.host)", "apns.streams": "\(streams)"]
