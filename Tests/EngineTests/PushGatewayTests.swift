@@ -291,7 +291,9 @@ struct PushGatewayTests {
     }
 }
 
-func eventually(seconds: Double = 5, _ condition: () async throws -> Bool) async throws -> Bool {
+/// Waits for a condition, up to `seconds`. 20 by default: the whole suite runs in parallel on two cores, where
+/// tests that take 0.2 s alone took 3-8 s and a 5-second window failed twice in about 60 runs.
+func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
