@@ -10,7 +10,8 @@ public struct PushGatewayConfiguration: Sendable {
     ///
     /// Each answer gives its place back as it comes (since round 11; before, a batch held its places until its
     /// slowest answer). 4,000 is what four connections of 1,000 streams (APNs' usual limit, and the client's
-    /// default pool) carry.
+    /// default pool) carry. Not counted: retries after a backoff, and resends of streams APNs did not process
+    /// (REFUSED_STREAM, above a GOAWAY); APNs' stream limits still bound them.
     public var workers: Int
     /// Deliveries a worker takes at once (one tenant's): their devices are read, their pushes sent in one hop
     /// and one write, and their marks committed together.
