@@ -161,12 +161,11 @@ struct StoreTests {
         #expect(try await f.store.unreadCount(tenant: f.acme, user: f.a.id) == 0)
     }
 
-    @Test("Pushed marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
-    func pushedMarksInBulk() async throws {
-        let f = try await StoreFixture.make()
+    /// `count` manual deliveries to user a of acme, awaiting their push (unsettled).
+    func awaitingPush(_ f: StoreFixture, _ count: Int) async throws -> [Delivery] {
         let impulse = try ImpulseID("one")
-        let recorded = try await f.store.recordDeliveries(
-            (0..<150).map { _ in
+        return try await f.store.recordDeliveries(
+            (0..<count).map { _ in
                 NewDelivery(
                     tenant: f.acme,
                     user: f.a.id,
@@ -177,6 +176,26 @@ struct StoreTests {
                 )
             }
         )
+    }
+
+    /// A multi-row mark statement finds its rows by id, never by scanning `deliveries`.
+    func expectSearchByID(_ f: StoreFixture, _ sql: String, parameters: Int) async throws {
+        let plan = try await f.store.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "EXPLAIN QUERY PLAN " + sql,
+                arguments: StatementArguments(Array(repeating: 0, count: parameters))
+            )
+            .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("SEARCH deliveries USING INTEGER PRIMARY KEY") })
+        #expect(!plan.contains { $0.contains("SCAN deliveries") })
+    }
+
+    @Test("Pushed marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
+    func pushedMarksInBulk() async throws {
+        let f = try await StoreFixture.make()
+        let recorded = try await awaitingPush(f, 150)
         #expect(recorded.count == 150)
         let first = Date(timeIntervalSince1970: 2000)
         // The first 40 are marked once alone, so the bulk pass below must keep those marks.
@@ -216,34 +235,13 @@ struct StoreTests {
                 #expect(pushedAt == nil && apnsID == nil && settledAt == nil)
             }
         }
-        let plan = try await f.store.read { db in
-            try Row.fetchAll(
-                db,
-                sql: "EXPLAIN QUERY PLAN " + SQLiteStore.pushedMarksSQL,
-                arguments: StatementArguments(Array(repeating: 0, count: 4 * SQLiteStore.pushedMarksPerStatement))
-            )
-            .map { $0["detail"] as String }
-        }
-        #expect(plan.contains { $0.contains("SEARCH deliveries USING INTEGER PRIMARY KEY") })
-        #expect(!plan.contains { $0.contains("SCAN deliveries") })
+        try await expectSearchByID(f, SQLiteStore.pushedMarksSQL, parameters: 4 * SQLiteStore.pushedMarksPerStatement)
     }
 
     @Test("Settled marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
     func settledMarksInBulk() async throws {
         let f = try await StoreFixture.make()
-        let impulse = try ImpulseID("one")
-        let recorded = try await f.store.recordDeliveries(
-            (0..<150).map { _ in
-                NewDelivery(
-                    tenant: f.acme,
-                    user: f.a.id,
-                    impulse: impulse,
-                    kind: .manual,
-                    assignedAt: Date(),
-                    awaitsPush: true
-                )
-            }
-        )
+        let recorded = try await awaitingPush(f, 150)
         let first = Date(timeIntervalSince1970: 2000)
         // The first 40 are settled alone, so the bulk pass below must keep their time.
         try await f.store.applyMarks(
@@ -265,16 +263,7 @@ struct StoreTests {
         #expect(rows.prefix(40).allSatisfy { $0.settledAt == 2000 })
         #expect(rows.dropFirst(40).prefix(100).allSatisfy { $0.settledAt == 2060 })
         #expect(rows.suffix(10).allSatisfy { $0.settledAt == nil })
-        let plan = try await f.store.read { db in
-            try Row.fetchAll(
-                db,
-                sql: "EXPLAIN QUERY PLAN " + SQLiteStore.settledMarksSQL,
-                arguments: StatementArguments(Array(repeating: 0, count: 3 * SQLiteStore.marksPerStatement))
-            )
-            .map { $0["detail"] as String }
-        }
-        #expect(plan.contains { $0.contains("SEARCH deliveries USING INTEGER PRIMARY KEY") })
-        #expect(!plan.contains { $0.contains("SCAN deliveries") })
+        try await expectSearchByID(f, SQLiteStore.settledMarksSQL, parameters: 3 * SQLiteStore.marksPerStatement)
     }
 
     @Test("A batch commit moves only rows still at the fire time it read, records the day either way, logs one change")
