@@ -102,7 +102,12 @@ enum RestLoad {
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate() }
+        defer {
+            // SIGKILL, not `terminate()`: a spawned process inherits this process's blocked signals, SIGTERM among
+            // them, and nghttpd left running after every benchmark.
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
         try await Task.sleep(for: .milliseconds(500))
         let reference = try H2Load.parallel(
             load("https://127.0.0.1:\(staticPort)/CurrentImpulse.json", auth: false),
