@@ -214,7 +214,7 @@ struct StoreTests {
         }
         // Another tenant's marks for the last 10 are ignored; they are left unmarked.
         for index in 140..<150 { marks[index].tenant = f.globex }
-        #expect(marks.count > 2 * SQLiteStore.pushedMarksPerStatement)
+        #expect(marks.count > 2 * SQLiteStore.marksPerStatement)
         try await f.store.applyMarks(marks)
         let rows = try await f.store.read { db in
             try Row.fetchAll(db, sql: "SELECT id, pushed_at, apns_id, settled_at FROM deliveries ORDER BY id").map {
@@ -235,7 +235,7 @@ struct StoreTests {
                 #expect(pushedAt == nil && apnsID == nil && settledAt == nil)
             }
         }
-        try await expectSearchByID(f, SQLiteStore.pushedMarksSQL, parameters: 4 * SQLiteStore.pushedMarksPerStatement)
+        try await expectSearchByID(f, SQLiteStore.pushedMarksSQL, parameters: 4 * SQLiteStore.marksPerStatement)
     }
 
     @Test("Settled marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")

@@ -118,8 +118,9 @@ extension SQLiteStore {
                     WHERE id = ? AND tenant_id = ? AND pushed_at IS NULL
                     """
             )
+            // Numbered as a multi-row statement's row is: (delivery id, tenant, time).
             let settled = try db.cachedStatement(
-                sql: "UPDATE deliveries SET settled_at = ? WHERE id = ? AND tenant_id = ? AND settled_at IS NULL"
+                sql: "UPDATE deliveries SET settled_at = ?3 WHERE id = ?1 AND tenant_id = ?2 AND settled_at IS NULL"
             )
             // Pushed marks (nearly all of them in a burst) and settled ones (rejected pushes: a third of them with
             // 30% dead tokens) go 64 to a statement; the rest one by one, below.
@@ -131,7 +132,7 @@ extension SQLiteStore {
                 switch mark.kind {
                 case .pushed(let apnsID):
                     pushedMarks.append((mark.delivery.rawValue, mark.tenant.rawValue, at, apnsID))
-                    if pushedMarks.count == Self.pushedMarksPerStatement {
+                    if pushedMarks.count == Self.marksPerStatement {
                         // One flat argument list, filled in place (no array per mark on this path).
                         var values: [DatabaseValue] = []
                         values.reserveCapacity(4 * pushedMarks.count)
@@ -168,14 +169,14 @@ extension SQLiteStore {
                 try pushed.execute(arguments: [mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
             }
             for start in stride(from: 0, to: settledMarks.count, by: 3) {
-                try settled.bindPositionally([settledMarks[start + 2], settledMarks[start], settledMarks[start + 1]])
+                try settled.bindPositionally(Array(settledMarks[start..<start + 3]))
                 try settled.execute()
             }
         }
     }
 
-    static let pushedMarksPerStatement = 64
-    static let marksPerStatement = pushedMarksPerStatement
+    /// Pushed or settled marks per multi-row statement.
+    static let marksPerStatement = 64
 
     /// `marksPerStatement` settled marks: (delivery id, tenant, time) each. A delivery already settled keeps its
     /// first time, as with the one-row statement.
@@ -185,12 +186,12 @@ extension SQLiteStore {
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.settled_at IS NULL
         """
 
-    /// `pushedMarksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
+    /// `marksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
     /// marked pushed keeps its first mark, as with the one-row statement.
     static let pushedMarksSQL = """
         UPDATE deliveries SET pushed_at = v.column3, apns_id = v.column4,
             settled_at = COALESCE(deliveries.settled_at, v.column3)
-        FROM (VALUES \(Array(repeating: "(?,?,?,?)", count: pushedMarksPerStatement).joined(separator: ","))) AS v
+        FROM (VALUES \(Array(repeating: "(?,?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.pushed_at IS NULL
         """
 
