@@ -5,6 +5,13 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
+/// Release builds of the executables allocate with jemalloc (Debian `libjemalloc-dev`): the broker, and the APNs
+/// simulator it runs as, spent about a third of their CPU in glibc's malloc and free under a burst of pushes
+/// (BENCHMARKS.md, round 12). Debug builds, and with them the tests and the AddressSanitizer stage, keep glibc's.
+let executableLinkerSettings: [LinkerSetting] = [
+    .linkedLibrary("jemalloc", .when(platforms: [.linux], configuration: .release))
+]
+
 let package = Package(
     name: "impulse-broker",
     platforms: [.macOS(.v15)],
@@ -82,7 +89,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             resources: [.copy("Resources/demo-catalog.json")],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: executableLinkerSettings
         ),
         .executableTarget(
             name: "Bench",
@@ -95,7 +103,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: executableLinkerSettings
         ),
         .testTarget(
             name: "EngineTests",
