@@ -48,6 +48,8 @@ enum Burst {
             scheduler: SchedulerConfiguration(batchSize: 5000, pollInterval: .milliseconds(100), spreadWindow: .zero)
         )
         Machine.resetPeakRSS()
+        // A marker for profilers attaching to this process: what follows is the measured dispatch.
+        FileHandle.standardError.write(Data("  \(work.split(separator: "/").last ?? ""): dispatch starts\n".utf8))
         let started = ContinuousClock.now
         let cpuStarted = (broker: Machine.cpuSeconds() ?? 0, simulator: simulator.cpuSeconds())
         let app = try await buildApplication(

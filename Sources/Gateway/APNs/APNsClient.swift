@@ -445,18 +445,14 @@ public actor APNsClient {
             return .transportFailure(description: "an answer without :status", resendable: false)
         }
         if status == 200 { return .accepted(apnsID: response["apns-id"] ?? "") }
-        // Decoded into a two-field struct: every dead token's answer is parsed here, and bridging through
-        // `JSONSerialization`'s dictionaries of `Any` cost more than the rest of handling the answer.
-        let body = try? JSONDecoder().decode(ErrorBody.self, from: Data(response.body.readableBytesView))
+        // Every dead token's answer is parsed here: APNs' two shapes are read directly, anything else through
+        // `JSONDecoder` (which cost 3% of a run with 30% dead tokens).
+        let body =
+            ErrorBody(apnsShape: response.body.readableBytesView)
+            ?? (try? JSONDecoder().decode(ErrorBody.self, from: Data(response.body.readableBytesView)))
         let reason = body?.reason ?? "HTTP \(status)"
         let timestamp = body?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }
         return .rejected(status: status, reason: reason, timestamp: timestamp)
-    }
-
-    /// APNs' error body: `{"reason": "...", "timestamp": <milliseconds>}` (the timestamp only with 410).
-    private struct ErrorBody: Decodable {
-        var reason: String?
-        var timestamp: Double?
     }
 }
 
