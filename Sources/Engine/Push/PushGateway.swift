@@ -178,8 +178,9 @@ public actor PushGateway {
     }
 
     private func finished(_ delivery: Delivery) {
-        // A delivery requeued by a paused tenant is back in its queue: still pending.
-        if requeued.remove(delivery.id) == nil { pending.remove(delivery.id) }
+        // A delivery requeued by a paused tenant is back in its queue: still pending. (Nearly always none is:
+        // looking first saves hashing every push's id a third time.)
+        if requeued.isEmpty || requeued.remove(delivery.id) == nil { pending.remove(delivery.id) }
     }
 
     private func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {

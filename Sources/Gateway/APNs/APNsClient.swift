@@ -156,19 +156,20 @@ public actor APNsClient {
         batch notifications: [APNsNotification],
         onAnswer: (@Sendable () -> Void)? = nil
     ) async -> [PushAnswer] {
-        var authorization: HTTP2Header?
+        var authorization: String?
         if case .token(let cache) = authentication {
             do {
-                authorization = HTTP2Header("authorization", "bearer \(try cache.token())")
+                authorization = "bearer \(try cache.token())"
             } catch {
                 let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
                 return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
             }
         }
-        let requests = notifications.map { notification -> (headers: [HTTP2Header], body: ByteBuffer?) in
-            var headers = notification.headers(authority: configuration.host)
-            if let authorization { headers.append(authorization) }
-            return (headers, ByteBuffer(bytes: notification.payload))
+        let requests = notifications.map { notification -> (headers: HTTP2HeaderBlock, body: ByteBuffer?) in
+            (
+                notification.headerBlock(authority: configuration.host, authorization: authorization),
+                ByteBuffer(bytes: notification.payload)
+            )
         }
         let deadline = TimeAmount(configuration.requestDeadline)
         var answers = [PushAnswer?](repeating: nil, count: notifications.count)

@@ -103,25 +103,34 @@ public struct APNsNotification: Sendable, Equatable {
         }
     }
 
-    /// The request's header block (`authorization` is added by the client for token auth).
+    /// The request's header fields (`authorization` is added by the client for token auth).
     func headers(authority: String) -> [HTTP2Header] {
-        var headers: [HTTP2Header] = []
-        headers.reserveCapacity(11)
-        headers.append(HTTP2Header(lowercased: ":method", "POST"))
-        headers.append(HTTP2Header(lowercased: ":scheme", "https"))
-        headers.append(HTTP2Header(lowercased: ":path", "/3/device/" + token.rawValue))
-        headers.append(HTTP2Header(lowercased: ":authority", authority))
-        headers.append(HTTP2Header(lowercased: "apns-topic", topic))
-        headers.append(HTTP2Header(lowercased: "apns-push-type", pushType))
-        headers.append(HTTP2Header(lowercased: "apns-priority", String(priority.rawValue)))
-        headers.append(
-            HTTP2Header(lowercased: "apns-expiration", String(Int64(expiration?.timeIntervalSince1970 ?? 0)))
+        headerBlock(authority: authority, authorization: nil).headers
+    }
+
+    /// The request's header block; `authorization` is the field's whole value (`bearer <provider token>`).
+    func headerBlock(authority: String, authorization: String?) -> HTTP2HeaderBlock {
+        var block = HTTP2HeaderBlock(
+            byteCapacity: 250 + topic.utf8.count + (collapseID?.utf8.count ?? 0) + (authorization?.utf8.count ?? 0),
+            fieldCapacity: 11
         )
+        block.append(":method", "POST")
+        block.append(":scheme", "https")
+        block.append(":path") { bytes in
+            bytes += "/3/device/".utf8
+            bytes += token.rawValue.utf8
+        }
+        block.append(":authority", authority)
+        block.append("apns-topic", topic)
+        block.append("apns-push-type", pushType)
+        block.append("apns-priority") { $0.appendDecimal(Int64(priority.rawValue)) }
+        block.append("apns-expiration") { $0.appendDecimal(Int64(expiration?.timeIntervalSince1970 ?? 0)) }
         // New in every push: kept out of HPACK's table, where each push's 133 bytes evicted the provider token
         // about every 30 pushes (nghttp2 never indexes `:path` itself).
-        headers.append(HTTP2Header(lowercased: "apns-id", apnsID, indexed: false))
-        if let collapseID { headers.append(HTTP2Header(lowercased: "apns-collapse-id", collapseID, indexed: false)) }
-        return headers
+        block.append("apns-id", apnsID, indexed: false)
+        if let collapseID { block.append("apns-collapse-id", collapseID, indexed: false) }
+        if let authorization { block.append("authorization", authorization) }
+        return block
     }
 }
 

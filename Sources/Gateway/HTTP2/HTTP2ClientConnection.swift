@@ -86,7 +86,7 @@ public final class HTTP2ClientConnection: Sendable {
     /// answer or failure comes (so a caller can free what the request held before the slowest one is answered);
     /// it is not called for requests that never reached the connection (then every answer is a failure).
     public func send(
-        batch requests: [(headers: [HTTP2Header], body: ByteBuffer?)],
+        batch requests: [(headers: HTTP2HeaderBlock, body: ByteBuffer?)],
         deadline: TimeAmount,
         onAnswer: (@Sendable () -> Void)? = nil
     ) async -> [HTTP2Answer] {

@@ -142,7 +142,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     /// its answer or failure, in the order given, each with the time from submission to its answer. `onAnswer`
     /// runs for each request as its answer or failure comes, before the promise completes.
     func request(
-        batch requests: [(headers: [HTTP2Header], body: ByteBuffer?)],
+        batch requests: [(headers: HTTP2HeaderBlock, body: ByteBuffer?)],
         deadline: TimeAmount,
         onAnswer: (() -> Void)? = nil,
         promise: EventLoopPromise<[HTTP2Answer]>

@@ -94,6 +94,11 @@ final class NGHTTP2Session {
 
     /// Queues a request; returns its stream id.
     func submitRequest(headers: [HTTP2Header], body: ByteBuffer?) throws -> Int32 {
+        try submitRequest(headers: HTTP2HeaderBlock(headers), body: body)
+    }
+
+    /// Queues a request; returns its stream id.
+    func submitRequest(headers: HTTP2HeaderBlock, body: ByteBuffer?) throws -> Int32 {
         let streamID = withNameValues(headers) { nva, count in
             if body != nil {
                 var provider = Self.bodyProvider()
@@ -110,7 +115,7 @@ final class NGHTTP2Session {
     func submitResponse(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) throws {
         let hasBody = body.map { $0.readableBytes > 0 } ?? false
         if hasBody, let body { outboundBodies[streamID] = body }
-        let result = withNameValues(headers) { nva, count in
+        let result = withNameValues(HTTP2HeaderBlock(headers)) { nva, count in
             if hasBody {
                 var provider = Self.bodyProvider()
                 return nghttp2_submit_response(session, streamID, nva, count, &provider)
@@ -308,39 +313,27 @@ final class NGHTTP2Session {
         }
     }
 
-    /// Calls `body` with an nghttp2 name/value array over one contiguous copy of the header block.
-    private func withNameValues<T>(_ headers: [HTTP2Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
-        var storage: [UInt8] = [0]
-        storage.reserveCapacity(headers.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
-        spans.reserveCapacity(headers.count)
-        for header in headers {
-            let name = storage.count
-            storage.append(contentsOf: header.name.utf8)
-            let value = storage.count
-            storage.append(contentsOf: header.value.utf8)
-            let flags = header.indexed ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_INDEX
-            spans.append((name, header.name.utf8.count, value, header.value.utf8.count, UInt8(flags.rawValue)))
-        }
-        return storage.withUnsafeMutableBufferPointer { bytes in
-            // `storage` starts with one byte, so the base address exists.
-            let base = bytes.baseAddress!
-            let nva = spans.map {
-                nghttp2_nv(
-                    name: base + $0.name,
-                    value: base + $0.value,
-                    namelen: $0.nameLength,
-                    valuelen: $0.valueLength,
-                    flags: $0.flags
-                )
-            }
-            return nva.withUnsafeBufferPointer { pointer in
-                // An empty header block still gets a valid pointer from a one-element dummy.
-                guard let start = pointer.baseAddress else {
-                    var empty = nghttp2_nv()
-                    return body(&empty, 0)
+    /// Calls `body` with an nghttp2 name/value array pointing into the block's bytes.
+    private func withNameValues<T>(_ block: HTTP2HeaderBlock, _ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
+        block.bytes.withUnsafeBufferPointer { bytes in
+            // nghttp2 only reads through these pointers (it copies what it keeps), so they may point into
+            // immutable storage.
+            let base = UnsafeMutablePointer(mutating: bytes.baseAddress!)
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: max(1, block.fields.count)) { nva in
+                for (index, field) in block.fields.enumerated() {
+                    let flags = field.indexed ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_INDEX
+                    nva.initializeElement(
+                        at: index,
+                        to: nghttp2_nv(
+                            name: base + field.name,
+                            value: base + field.value,
+                            namelen: field.nameLength,
+                            valuelen: field.valueLength,
+                            flags: UInt8(flags.rawValue)
+                        )
+                    )
                 }
-                return body(start, pointer.count)
+                return body(nva.baseAddress!, block.fields.count)
             }
         }
     }
