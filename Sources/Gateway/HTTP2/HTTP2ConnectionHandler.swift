@@ -20,10 +20,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private let configuration: Configuration
     private var session: NGHTTP2Session?
     private var context: ChannelHandlerContext?
-    /// Client side: what to do with each open stream's answer (or failure). A request's deadline timer, if any,
-    /// is cancelled when the answer comes; a batch shares one timer.
-    private var pending:
-        [Int32: (complete: (Result<HTTP2Message, HTTP2EngineError>) -> Void, deadline: Scheduled<Void>?)] = [:]
+    /// Client side: who waits for each open stream's answer (or failure).
+    private var pending: [Int32: Waiter] = [:]
     /// Set while a read is being processed: writes wait for `channelReadComplete`, one flush per read burst.
     private var reading = false
     private var flushScheduled = false
@@ -131,7 +129,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                 guard let self else { return }
                 self.expire([streamID])
             }
-            pending[streamID] = ({ promise.completeWith($0.mapError { $0 as any Error }) }, timer)
+            pending[streamID] = .single(promise, deadline: timer)
             flush()
         } catch {
             promise.fail(error)
@@ -152,44 +150,31 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             promise.succeed(requests.map { _ in HTTP2Answer(result: .failure(failure), latency: .zero) })
             return
         }
-        let started = NIODeadline.now()
-        var answers = [HTTP2Answer?](repeating: nil, count: requests.count)
-        var remaining = requests.count
+        let batch = BatchAnswers(count: requests.count, onAnswer: onAnswer, promise: promise)
         var streams: [Int32] = []
         streams.reserveCapacity(requests.count)
-        let loop = context.eventLoop.assumeIsolated()
-        // Set below, once the streams are known; the completions only run on this event loop.
-        var timer: Scheduled<Void>?
         for (index, request) in requests.enumerated() {
-            let complete: (Result<HTTP2Message, HTTP2EngineError>) -> Void = { result in
-                guard answers[index] == nil else { return }
-                answers[index] = HTTP2Answer(result: result, latency: NIODeadline.now() - started)
-                remaining -= 1
-                onAnswer?()
-                if remaining == 0 {
-                    timer?.cancel()
-                    promise.succeed(answers.map { $0! })
-                }
-            }
             do {
                 let streamID = try session.submitRequest(headers: request.headers, body: request.body)
                 streams.append(streamID)
-                pending[streamID] = (complete, nil)
+                pending[streamID] = .batch(batch, index: index)
             } catch {
-                complete(.failure(error as? HTTP2EngineError ?? HTTP2EngineError(.session, "\(error)")))
+                batch.complete(index, .failure(error as? HTTP2EngineError ?? HTTP2EngineError(.session, "\(error)")))
             }
         }
-        if remaining > 0 {
-            timer = loop.scheduleTask(in: deadline) { [weak self] in self?.expire(streams) }
+        if batch.remaining > 0 {
+            batch.timer = context.eventLoop.assumeIsolated().scheduleTask(in: deadline) { [weak self] in
+                self?.expire(streams)
+            }
         }
         flush()
     }
 
     private func expire(_ streamIDs: [Int32]) {
         for streamID in streamIDs {
-            guard let entry = pending.removeValue(forKey: streamID) else { continue }
+            guard let waiter = pending.removeValue(forKey: streamID) else { continue }
             session?.resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
-            entry.complete(
+            waiter.complete(
                 .failure(
                     HTTP2EngineError(
                         .deadlineExceeded,
@@ -266,16 +251,14 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             case .message(let streamID, let message):
                 if configuration.role == .server {
                     onRequest?(streamID, message, self)
-                } else if let entry = pending.removeValue(forKey: streamID) {
-                    entry.deadline?.cancel()
-                    entry.complete(.success(message))
+                } else if let waiter = pending.removeValue(forKey: streamID) {
+                    waiter.complete(.success(message))
                 }
             case .streamClosed(let streamID, let errorCode):
-                if let entry = pending.removeValue(forKey: streamID) {
-                    entry.deadline?.cancel()
+                if let waiter = pending.removeValue(forKey: streamID) {
                     let code: HTTP2EngineError.Code =
                         errorCode == HTTP2ErrorCode.refusedStream ? .notProcessed : .streamReset
-                    entry.complete(
+                    waiter.complete(
                         .failure(HTTP2EngineError(code, errorCode: errorCode, "the stream closed without an answer"))
                     )
                 }
@@ -283,9 +266,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                 goingAway = true
                 // Streams above the last one the peer processed were never seen: they may be resent elsewhere.
                 for streamID in pending.keys where streamID > lastStreamID {
-                    if let entry = pending.removeValue(forKey: streamID) {
-                        entry.deadline?.cancel()
-                        entry.complete(.failure(HTTP2EngineError(.notProcessed, errorCode: errorCode, debugData)))
+                    if let waiter = pending.removeValue(forKey: streamID) {
+                        waiter.complete(.failure(HTTP2EngineError(.notProcessed, errorCode: errorCode, debugData)))
                     }
                 }
             case .remoteSettings:
@@ -326,11 +308,58 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private func failAll(_ error: HTTP2EngineError) {
         settingsReceived?.fail(error)
         settingsReceived = nil
-        let entries = pending
+        let waiters = pending
         pending.removeAll()
-        for entry in entries.values {
-            entry.deadline?.cancel()
-            entry.complete(.failure(error))
+        for waiter in waiters.values { waiter.complete(.failure(error)) }
+    }
+}
+
+/// Who waits for a client stream's answer: a single request's promise (with its own deadline timer), or one
+/// request of a batch. A batch's streams share one `BatchAnswers` instead of a closure each (a closure and its
+/// captures per push were the largest single cost of sending a batch).
+private enum Waiter {
+    case single(EventLoopPromise<HTTP2Message>, deadline: Scheduled<Void>?)
+    case batch(BatchAnswers, index: Int)
+
+    /// Completes the wait (on the connection's event loop), cancelling a single request's deadline timer.
+    func complete(_ result: Result<HTTP2Message, HTTP2EngineError>) {
+        switch self {
+        case .single(let promise, let deadline):
+            deadline?.cancel()
+            promise.completeWith(result.mapError { $0 as any Error })
+        case .batch(let batch, let index):
+            batch.complete(index, result)
+        }
+    }
+}
+
+/// A batch's answers as they come; its promise completes, in the order of the requests, with the last one.
+/// Used on the connection's event loop only.
+private final class BatchAnswers {
+    private var answers: [HTTP2Answer?]
+    private(set) var remaining: Int
+    private let started = NIODeadline.now()
+    private let onAnswer: (() -> Void)?
+    private let promise: EventLoopPromise<[HTTP2Answer]>
+    /// One deadline for the whole batch, cancelled with its last answer.
+    var timer: Scheduled<Void>?
+
+    init(count: Int, onAnswer: (() -> Void)?, promise: EventLoopPromise<[HTTP2Answer]>) {
+        answers = [HTTP2Answer?](repeating: nil, count: count)
+        remaining = count
+        self.onAnswer = onAnswer
+        self.promise = promise
+    }
+
+    /// Records request `index`'s answer or failure; a second one for the same request is ignored.
+    func complete(_ index: Int, _ result: Result<HTTP2Message, HTTP2EngineError>) {
+        guard answers[index] == nil else { return }
+        answers[index] = HTTP2Answer(result: result, latency: NIODeadline.now() - started)
+        remaining -= 1
+        onAnswer?()
+        if remaining == 0 {
+            timer?.cancel()
+            promise.succeed(answers.map { $0! })
         }
     }
 }
