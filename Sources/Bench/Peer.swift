@@ -5,6 +5,10 @@ import Logging
 
 /// Scenario 4: the same pushes to the same simulator, sent by aioapns (the established Python client, Debian's
 /// python3-aioapns) and by the broker's push gateway alone (deliveries already in the ledger, no scheduler).
+///
+/// Each round runs aioapns and then the gateway, and gives the ratio of their rates: this machine's speed drifts
+/// within a run (by half, at times), so a ratio of two measurements taken minutes apart said more about the
+/// drift than about the clients. The result is the median round's ratio.
 enum Peer {
     static func run(
         pushes: Int,
@@ -15,23 +19,35 @@ enum Peer {
         work: String
     ) async throws -> [String: Any] {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-        var peer: [String: Any] = [:]
-        if withClient {
-            try await simulator.prepare(deadPercent: 0)
-            peer = try aioapns(pushes: pushes, simulator: simulator, work: work)
-        }
         try await simulator.prepare(deadPercent: 0)
+        var peerRates: [Double] = []
         let gateway = try await gatewayAlone(
             pushes: pushes,
             rounds: rounds,
             configuration: configuration,
             simulator: simulator,
             work: work
-        )
+        ) { round in
+            guard withClient else { return }
+            FileHandle.standardError.write(
+                Data("  peer: aioapns sends \(pushes) pushes (round \(round + 1) of \(rounds))\n".utf8)
+            )
+            peerRates.append(try aioapns(pushes: pushes, simulator: simulator, work: work))
+        }
         guard withClient else { return ["gateway": gateway] }
-        let peerRate = peer["pushesPerSecond"] as? Double ?? 0
-        let gatewayRate = gateway["pushesPerSecond"] as? Double ?? 0
-        return ["aioapns": peer, "gateway": gateway, "ratio": gatewayRate / max(0.001, peerRate)]
+        let gatewayRates = gateway["rounds"] as? [Double] ?? []
+        let ratios = zip(gatewayRates, peerRates).map { $0 / max(0.001, $1) }
+        return [
+            "aioapns": ["pushes": pushes, "rounds": peerRates, "pushesPerSecond": median(peerRates)],
+            "gateway": gateway,
+            // Gateway over aioapns in each round (the two ran back to back), and their median.
+            "ratios": ratios,
+            "ratio": median(ratios),
+        ]
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        values.isEmpty ? 0 : values.sorted()[values.count / 2]
     }
 
     static let script = #"""
@@ -59,7 +75,9 @@ enum Peer {
         asyncio.run(main())
         """#
 
-    static func aioapns(pushes: Int, simulator: SimulatorProcess, work: String) throws -> [String: Any] {
+    /// aioapns sends `pushes` pushes at once; its rate, pushes accepted per second. Fails unless every push was
+    /// accepted.
+    static func aioapns(pushes: Int, simulator: SimulatorProcess, work: String) throws -> Double {
         try script.write(toFile: work + "/aioapns_bench.py", atomically: true, encoding: .utf8)
         let output = try runProgram(
             "/usr/bin/python3",
@@ -71,17 +89,20 @@ enum Peer {
         guard let match = output.firstMatch(of: #/elapsed ([0-9.]+) ok (\d+) failed (\d+)/#),
             let elapsed = Double(match.1), let ok = Int(match.2)
         else { throw BenchError("aioapns: \(output.suffix(800))") }
-        return ["pushes": pushes, "accepted": ok, "seconds": elapsed, "pushesPerSecond": Double(ok) / elapsed]
+        guard ok == pushes else { throw BenchError("aioapns: \(pushes - ok) of \(pushes) pushes failed") }
+        return Double(ok) / elapsed
     }
 
-    /// The gateway pushes `pushes` deliveries `rounds` times in a row (one gateway, one connection pool, one
-    /// store seeded with every round's deliveries); the median round is the result, every round is reported.
+    /// The gateway pushes `pushes` deliveries `rounds` times (one gateway, one connection pool, one store seeded
+    /// with every round's deliveries), after `beforeRound` each time; the median round is the result, every round
+    /// is reported.
     static func gatewayAlone(
         pushes: Int,
         rounds: Int,
         configuration: PushGatewayConfiguration,
         simulator: SimulatorProcess,
-        work: String
+        work: String,
+        beforeRound: (Int) async throws -> Void
     ) async throws -> [String: Any] {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
@@ -132,6 +153,7 @@ enum Peer {
         var rates: [Double] = []
         var cpu: [(broker: Double, simulator: Double)] = []
         for round in 0..<rounds {
+            try await beforeRound(round)
             FileHandle.standardError.write(
                 Data("  peer: the gateway pushes \(pushes) deliveries (round \(round + 1) of \(rounds))\n".utf8)
             )
@@ -156,7 +178,7 @@ enum Peer {
         }
         running.cancel()
         await transport.shutdown()
-        let median = rates.sorted()[rates.count / 2]
+        let median = median(rates)
         return [
             "pushes": pushes, "rounds": rates, "pushesPerSecond": median, "seconds": Double(pushes) / median,
             // Per push, each round: the gateway (this process) and the simulator.
@@ -210,7 +232,10 @@ enum Summary {
             lines.append(
                 "  push gateway alone \(number(gateway?["pushesPerSecond"])) pushes/s (median of "
                     + "\(((gateway?["rounds"] as? [Double]) ?? []).map { number($0) }.joined(separator: ", "))), aioapns "
-                    + "\(number(aioapns?["pushesPerSecond"])) pushes/s, ratio \(number(peer["ratio"], 1)); broker CPU "
+                    + "\(number(aioapns?["pushesPerSecond"])) pushes/s (median of "
+                    + "\(((aioapns?["rounds"] as? [Double]) ?? []).map { number($0) }.joined(separator: ", "))), ratio "
+                    + "\(number(peer["ratio"], 1)) (median of rounds: "
+                    + "\(((peer["ratios"] as? [Double]) ?? []).map { number($0, 1) }.joined(separator: ", "))); broker CPU "
                     + "per push \(((gateway?["brokerCPUMicrosecondsPerPush"] as? [Double]) ?? []).map { number($0, 1) }.joined(separator: ", ")) us"
             )
         }
