@@ -5,8 +5,8 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
-/// Release builds of the executables allocate with jemalloc (Debian `libjemalloc-dev`): the broker, and the APNs
-/// simulator it runs as, spent about a third of their CPU in glibc's malloc and free under a burst of pushes
+/// Release builds of the executables allocate with jemalloc (Debian `libjemalloc-dev`): pushing through the gateway
+/// alone, the broker spent 16% of its CPU in glibc's malloc and free, and with jemalloc it pushed 15-19% more
 /// (BENCHMARKS.md, round 12). Debug builds, and with them the tests and the AddressSanitizer stage, keep glibc's.
 let executableLinkerSettings: [LinkerSetting] = [
     .linkedLibrary("jemalloc", .when(platforms: [.linux], configuration: .release))

@@ -46,8 +46,12 @@ enum Peer {
         ]
     }
 
+    /// The middle value, or the mean of the two middle ones for an even count (0 for none).
     static func median(_ values: [Double]) -> Double {
-        values.isEmpty ? 0 : values.sorted()[values.count / 2]
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
     }
 
     static let script = #"""

@@ -108,7 +108,7 @@ struct HTTP2EngineTests {
         }
         func push(_ n: Int) throws -> [HTTP2Header] {
             try APNsNotification(token: token, topic: "com.example", collapseID: "delivery-\(n)", payload: payload)
-                .headers(authority: "localhost")
+                .headerBlock(authority: "localhost", authorization: nil).headers
         }
         let first = try await send(try push(0))
         #expect(first > 0)  // the repeating fields went in

@@ -104,13 +104,11 @@ public actor APNsClient {
 
     /// Sends one push; never throws: every failure is a `PushResult` the outcome policy understands.
     public func send(_ notification: APNsNotification) async -> PushResult {
-        var headers = notification.headers(authority: configuration.host)
-        if case .token(let cache) = authentication {
-            do {
-                headers.append(HTTP2Header("authorization", "bearer \(try cache.token())"))
-            } catch {
-                return .transportFailure(description: "cannot sign a provider token", resendable: true)
-            }
+        let headers: HTTP2HeaderBlock
+        do {
+            headers = notification.headerBlock(authority: configuration.host, authorization: try authorization())
+        } catch {
+            return .transportFailure(description: "cannot sign a provider token", resendable: true)
         }
         let body = ByteBuffer(bytes: notification.payload)
         var attempt = 0
@@ -156,14 +154,12 @@ public actor APNsClient {
         batch notifications: [APNsNotification],
         onAnswer: (@Sendable () -> Void)? = nil
     ) async -> [PushAnswer] {
-        var authorization: String?
-        if case .token(let cache) = authentication {
-            do {
-                authorization = "bearer \(try cache.token())"
-            } catch {
-                let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
-                return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
-            }
+        let authorization: String?
+        do {
+            authorization = try self.authorization()
+        } catch {
+            let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
+            return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
         }
         let requests = notifications.map { notification -> (headers: HTTP2HeaderBlock, body: ByteBuffer?) in
             (
@@ -437,6 +433,12 @@ public actor APNsClient {
             )
             return AcquireFailure("cannot connect to APNs: \(error)")
         }
+    }
+
+    /// The `authorization` field's value with token auth (`bearer <provider token>`); nil with a certificate.
+    private func authorization() throws -> String? {
+        guard case .token(let cache) = authentication else { return nil }
+        return "bearer \(try cache.token())"
     }
 
     // MARK: Responses

@@ -12,13 +12,11 @@ extension APNsClient.ErrorBody {
     /// The body as APNs writes it: one object of a `reason` string without escapes and an optional integer
     /// `timestamp`, in either order, with any whitespace. `nil` for anything else, which `JSONDecoder` then reads.
     init?(apnsShape bytes: ByteBufferView) {
-        guard
-            let body = bytes.withContiguousStorageIfAvailable({ buffer -> Self? in
-                var scanner = ErrorBodyScanner(bytes: buffer)
-                return scanner.body()
-            })
-        else { return nil }
-        guard let body else { return nil }
+        let body = bytes.withContiguousStorageIfAvailable { buffer -> Self? in
+            var scanner = ErrorBodyScanner(bytes: buffer)
+            return scanner.body()
+        }
+        guard let body = body ?? nil else { return nil }
         self = body
     }
 }
@@ -51,7 +49,12 @@ private struct ErrorBodyScanner {
     }
 
     private mutating func skipSpace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
     }
 
     private mutating func take(_ byte: UInt8) -> Bool {
@@ -96,8 +99,11 @@ private struct ErrorBodyScanner {
         guard digits > 0 else { return nil }
         // JSON has no leading zeros; a fraction or an exponent goes to the decoder.
         if digits > 1, bytes[index - digits] == UInt8(ascii: "0") { return nil }
-        if index < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index]) {
-            return nil
+        if index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): return nil
+            default: break
+            }
         }
         return Double(value)
     }

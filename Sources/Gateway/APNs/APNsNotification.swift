@@ -103,11 +103,6 @@ public struct APNsNotification: Sendable, Equatable {
         }
     }
 
-    /// The request's header fields (`authorization` is added by the client for token auth).
-    func headers(authority: String) -> [HTTP2Header] {
-        headerBlock(authority: authority, authorization: nil).headers
-    }
-
     /// The request's header block; `authorization` is the field's whole value (`bearer <provider token>`).
     func headerBlock(authority: String, authorization: String?) -> HTTP2HeaderBlock {
         var block = HTTP2HeaderBlock(

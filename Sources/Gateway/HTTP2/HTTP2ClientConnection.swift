@@ -74,6 +74,15 @@ public final class HTTP2ClientConnection: Sendable {
         body: ByteBuffer? = nil,
         deadline: TimeAmount
     ) async throws -> HTTP2Message {
+        try await send(HTTP2HeaderBlock(headers), body: body, deadline: deadline)
+    }
+
+    /// Sends one request and waits for the whole response, at most `deadline`.
+    public func send(
+        _ headers: HTTP2HeaderBlock,
+        body: ByteBuffer? = nil,
+        deadline: TimeAmount
+    ) async throws -> HTTP2Message {
         let promise = channel.eventLoop.makePromise(of: HTTP2Message.self)
         channel.eventLoop.execute { [handler] in
             handler.value.request(headers, body: body, deadline: deadline, promise: promise)

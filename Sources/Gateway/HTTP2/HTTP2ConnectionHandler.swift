@@ -114,7 +114,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     /// Sends a request; the promise completes with the response, or fails on reset, deadline or close.
     func request(
-        _ headers: [HTTP2Header],
+        _ headers: HTTP2HeaderBlock,
         body: ByteBuffer?,
         deadline: TimeAmount,
         promise: EventLoopPromise<HTTP2Message>

@@ -93,11 +93,6 @@ final class NGHTTP2Session {
     // MARK: Submitting frames
 
     /// Queues a request; returns its stream id.
-    func submitRequest(headers: [HTTP2Header], body: ByteBuffer?) throws -> Int32 {
-        try submitRequest(headers: HTTP2HeaderBlock(headers), body: body)
-    }
-
-    /// Queues a request; returns its stream id.
     func submitRequest(headers: HTTP2HeaderBlock, body: ByteBuffer?) throws -> Int32 {
         let streamID = withNameValues(headers) { nva, count in
             if body != nil {
