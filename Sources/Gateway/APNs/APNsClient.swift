@@ -161,11 +161,17 @@ public actor APNsClient {
             let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
             return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
         }
+        // Pushes in a row with the same payload (a batch's, mostly) share one buffer: its bytes are only read.
+        var last: (payload: Data, body: ByteBuffer)?
         let requests = notifications.map { notification -> (headers: HTTP2HeaderBlock, body: ByteBuffer?) in
-            (
-                notification.headerBlock(authority: configuration.host, authorization: authorization),
-                ByteBuffer(bytes: notification.payload)
-            )
+            let body: ByteBuffer
+            if let last, last.payload == notification.payload {
+                body = last.body
+            } else {
+                body = ByteBuffer(bytes: notification.payload)
+                last = (notification.payload, body)
+            }
+            return (notification.headerBlock(authority: configuration.host, authorization: authorization), body)
         }
         let deadline = TimeAmount(configuration.requestDeadline)
         var answers = [PushAnswer?](repeating: nil, count: notifications.count)

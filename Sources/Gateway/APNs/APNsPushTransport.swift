@@ -77,7 +77,8 @@ public final class APNsPushTransport: PushTransport {
         guard let client = client(tenant: push.tenant, environment: push.device.environment) else {
             return .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil)
         }
-        switch Self.notification(push) {
+        var payloads = PayloadCache()
+        switch Self.notification(push, payloads: &payloads) {
         case .ready(let notification): return await client.send(notification)
         case .refused(let result): return result
         }
@@ -87,15 +88,26 @@ public final class APNsPushTransport: PushTransport {
     public func send(batch pushes: [OutboundPush], onAnswer: @escaping @Sendable () -> Void) async -> [PushAnswer] {
         var answers = [PushAnswer?](repeating: nil, count: pushes.count)
         var groups: [ObjectIdentifier: (client: APNsClient, indices: [Int], notifications: [APNsNotification])] = [:]
+        var payloads = PayloadCache()
+        // A batch is nearly always one tenant's pushes to one environment: its client is looked up once (three
+        // hash lookups and a lock per push were 1.1% of the gateway's time).
+        var last: (tenant: TenantID, environment: APNsEnvironment, client: APNsClient?)?
         for (index, push) in pushes.enumerated() {
-            guard let client = client(tenant: push.tenant, environment: push.device.environment) else {
+            let found: APNsClient?
+            if let last, last.tenant == push.tenant, last.environment == push.device.environment {
+                found = last.client
+            } else {
+                found = client(tenant: push.tenant, environment: push.device.environment)
+                last = (push.tenant, push.device.environment, found)
+            }
+            guard let client = found else {
                 answers[index] = PushAnswer(
                     result: .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil),
                     latency: .zero
                 )
                 continue
             }
-            switch Self.notification(push) {
+            switch Self.notification(push, payloads: &payloads) {
             case .ready(let notification):
                 groups[ObjectIdentifier(client), default: (client, [], [])].indices.append(index)
                 groups[ObjectIdentifier(client)]?.notifications.append(notification)
@@ -120,21 +132,40 @@ public final class APNsPushTransport: PushTransport {
         case refused(PushResult)
     }
 
-    /// The push as APNs receives it, or the rejection APNs would give it.
-    static func notification(_ push: OutboundPush) -> Prepared {
-        do {
+    /// The payloads of a batch's pushes, by what they are made of: a batch's pushes mostly share an impulse and
+    /// a badge, and encoding each push's again was 2% of the gateway's time.
+    struct PayloadCache {
+        struct Key: Hashable {
+            var impulse: ImpulseID
+            var title: String
+            var badge: Int
+        }
+
+        private var payloads: [Key: Data] = [:]
+
+        mutating func payload(for push: OutboundPush) throws -> Data {
+            let key = Key(impulse: push.impulse, title: push.title, badge: push.badge)
+            if let known = payloads[key] { return known }
             let payload = try ImpulsePayload(title: push.title, badge: push.badge, impulseID: push.impulse.rawValue)
                 .encoded()
+            payloads[key] = payload
+            return payload
+        }
+    }
+
+    /// The push as APNs receives it, or the rejection APNs would give it.
+    static func notification(_ push: OutboundPush, payloads: inout PayloadCache) -> Prepared {
+        do {
             let notification = try APNsNotification(
                 token: push.device.token,
                 topic: push.device.topic,
-                apnsID: APNsNotification.deterministicID(
+                generatedID: APNsNotification.deterministicID(
                     push.tenant.rawValue,
                     push.delivery.description,
                     push.device.token.rawValue
                 ),
                 collapseID: push.collapseID,
-                payload: payload
+                payload: try payloads.payload(for: push)
             )
             return .ready(notification)
         } catch {
