@@ -153,9 +153,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         let batch = BatchAnswers(count: requests.count, onAnswer: onAnswer, promise: promise)
         var streams: [Int32] = []
         streams.reserveCapacity(requests.count)
-        for (index, request) in requests.enumerated() {
+        // By position: iterating the requests copied each one's header block and body (three retains and
+        // releases per request).
+        for index in requests.indices {
             do {
-                let streamID = try session.submitRequest(headers: request.headers, body: request.body)
+                let streamID = try session.submitRequest(headers: requests[index].headers, body: requests[index].body)
                 streams.append(streamID)
                 pending[streamID] = .batch(batch, index: index)
             } catch {
@@ -201,6 +203,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     /// Answers a request. Without a body the answer is one HEADERS frame with END_STREAM.
     func respond(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) {
+        respond(streamID: streamID, headers: HTTP2HeaderBlock(headers), body: body)
+    }
+
+    /// Answers a request with a header block built by the caller (starting with `:status`).
+    func respond(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) {
         guard let session else { return }
         do {
             try session.submitResponse(streamID: streamID, headers: headers, body: body)

@@ -28,9 +28,12 @@ public struct HTTP2HeaderBlock: Sendable {
             byteCapacity: headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count },
             fieldCapacity: headers.count
         )
-        for header in headers {
-            append(name: header.name.utf8, indexed: header.indexed) { $0.append(contentsOf: header.value.utf8) }
-        }
+        for header in headers { append(header) }
+    }
+
+    /// Appends a field (its name lower-case, as `HTTP2Header` keeps it).
+    public mutating func append(_ header: HTTP2Header) {
+        append(name: header.name.utf8, indexed: header.indexed) { $0.append(contentsOf: header.value.utf8) }
     }
 
     /// Appends a field whose value is `value`.

@@ -11,8 +11,15 @@ public struct HTTP2ServerRequest: Sendable {
 
     /// Answers the request; with no body the answer is a single HEADERS frame with END_STREAM.
     public func respond(status: Int, headers: [HTTP2Header] = [], body: ByteBuffer? = nil) {
-        let block = [HTTP2Header(":status", String(status))] + headers
-        eventLoop.execute { [handler, streamID] in handler.value.respond(streamID: streamID, headers: block, body: body)
+        // Straight into a header block: no `:status` string, no second array, no conversion on the event loop.
+        var block = HTTP2HeaderBlock(
+            byteCapacity: headers.reduce(12) { $0 + $1.name.utf8.count + $1.value.utf8.count },
+            fieldCapacity: headers.count + 1
+        )
+        block.append(":status") { $0.appendDecimal(Int64(status)) }
+        for header in headers { block.append(header) }
+        eventLoop.execute { [handler, streamID] in
+            handler.value.respond(streamID: streamID, headers: block, body: body)
         }
     }
 

@@ -107,10 +107,10 @@ final class NGHTTP2Session {
     }
 
     /// Queues a response. Without a body the HEADERS frame carries END_STREAM, as APNs' answers do.
-    func submitResponse(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) throws {
+    func submitResponse(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) throws {
         let hasBody = body.map { $0.readableBytes > 0 } ?? false
         if hasBody, let body { outboundBodies[streamID] = body }
-        let result = withNameValues(HTTP2HeaderBlock(headers)) { nva, count in
+        let result = withNameValues(headers) { nva, count in
             if hasBody {
                 var provider = Self.bodyProvider()
                 return nghttp2_submit_response(session, streamID, nva, count, &provider)
@@ -158,12 +158,22 @@ final class NGHTTP2Session {
     }
 
     fileprivate func beginHeaders(_ streamID: Int32) {
-        if inbound[streamID] == nil { inbound[streamID] = InboundStream() }
+        guard inbound[streamID] == nil else { return }
+        var stream = InboundStream()
+        // Room for an APNs request's fields (a server) or an answer's: grown one by one, the array was
+        // reallocated three or four times per message.
+        stream.headers.reserveCapacity(role == .server ? 12 : 4)
+        inbound[streamID] = stream
     }
 
     fileprivate func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        // nghttp2 checks received names (HTTP messaging is on) and refuses upper-case ones, so the name is not
+        // scanned again.
         inbound[streamID, default: InboundStream()].headers.append(
-            HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+            HTTP2Header(
+                lowercased: String(decoding: name, as: UTF8.self),
+                String(decoding: value, as: UTF8.self)
+            )
         )
     }
 
