@@ -185,6 +185,74 @@ struct PushGatewayTests {
         running.cancel()
     }
 
+    @Test("Deliveries enqueued together: duplicates ignored, each tenant's in its own queue, each pushed once")
+    func enqueueContentsOf() async throws {
+        let f = try await StoreFixture.make()
+        try await register(f, f.a, 1)
+        try await register(f, f.globexA, 2)
+        let transport = ScriptedTransport()
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            configuration: .init(queueCapacityPerTenant: 100, workers: 4, batchSize: 3),
+            logger: StoreFixture.logger
+        )
+        var acme: [Delivery] = []
+        var globex: [Delivery] = []
+        for _ in 0..<10 { acme.append(try await deliver(f, f.a)) }
+        for _ in 0..<6 { globex.append(try await deliver(f, f.globexA)) }
+        // Runs of both tenants, interleaved, with deliveries given twice within one call and again in a second.
+        let items = Array(acme.prefix(5) + globex.prefix(3) + acme + globex.suffix(3) + acme.prefix(2))
+        #expect(await gateway.enqueue(contentsOf: items.map { ($0, nil) }) == 16)
+        #expect(await gateway.enqueue(contentsOf: globex.map { ($0, nil) }) == 0)
+        let queued = await gateway.snapshot().queued
+        #expect(queued[f.acme] == 10 && queued[f.globex] == 6)
+
+        let running = Task { await gateway.run() }
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 16 })
+        #expect(try await eventually { await gateway.snapshot().queued.values.allSatisfy { $0 == 0 } })
+        let sent = transport.sent.withLock { $0 }
+        #expect(sent.count == 16)
+        #expect(Set(sent.map(\.delivery)) == Set((acme + globex).map(\.id)))
+        let tenants = Dictionary(uniqueKeysWithValues: (acme + globex).map { ($0.id, $0.tenant) })
+        #expect(sent.allSatisfy { tenants[$0.delivery] == $0.tenant && $0.device.tenant == $0.tenant })
+        running.cancel()
+    }
+
+    @Test("Deliveries enqueued together wait for room in a full tenant queue, and all go out")
+    func enqueueContentsOfWaitsForRoom() async throws {
+        let f = try await StoreFixture.make()
+        try await register(f, f.a, 1)
+        let transport = ScriptedTransport(delay: .milliseconds(10))
+        let gateway = PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            configuration: .init(queueCapacityPerTenant: 3, workers: 2, batchSize: 1),
+            logger: StoreFixture.logger
+        )
+        var deliveries: [Delivery] = []
+        for _ in 0..<12 { deliveries.append(try await deliver(f, f.a)) }
+        let running = Task { await gateway.run() }
+        let watching = Task {
+            var peak = 0
+            while !Task.isCancelled {
+                peak = max(peak, await gateway.snapshot().queued[f.acme] ?? 0)
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            return peak
+        }
+        #expect(await gateway.enqueue(contentsOf: deliveries.map { ($0, nil) }) == 12)
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 12 })
+        watching.cancel()
+        #expect(await watching.value <= 3)
+        #expect(Set(transport.sent.withLock { $0.map(\.delivery) }) == Set(deliveries.map(\.id)))
+        running.cancel()
+    }
+
     @Test("An answered push gives its place back at once: slow answers hold their own places, not their batches'")
     func slowAnswersHoldOnlyTheirPlaces() async throws {
         let f = try await StoreFixture.make()

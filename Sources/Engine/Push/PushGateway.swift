@@ -88,9 +88,35 @@ public actor PushGateway {
     /// Returns how many were queued; stops early when cancelled or stopping.
     public func enqueue(contentsOf items: [(delivery: Delivery, target: PushTarget?)]) async -> Int {
         var queued = 0
-        for item in items {
+        var next = items.startIndex
+        while next < items.endIndex {
             if stopping || Task.isCancelled { break }
-            if await enqueue(item.delivery, target: item.target) { queued += 1 }
+            let tenant = items[next].delivery.tenant
+            let room = configuration.queueCapacityPerTenant - (queues[tenant]?.count ?? 0)
+            guard room > 0 else {
+                // Full: this one waits for room, as a single enqueue does.
+                if await enqueue(items[next].delivery, target: items[next].target) { queued += 1 }
+                next += 1
+                continue
+            }
+            // A run of this tenant's deliveries that fits goes in at once: the queue is looked up per run, each id
+            // hashed once (enqueueing them one by one was 2.6% of the gateway's time). The queue is moved out and
+            // back, so it stays uniquely referenced and is appended to in place.
+            let wasQueued = queues[tenant] != nil
+            var queue = queues.removeValue(forKey: tenant) ?? []
+            var added = 0
+            while next < items.endIndex, added < room, items[next].delivery.tenant == tenant {
+                if pending.insert(items[next].delivery.id).inserted {
+                    queue.append(Job(delivery: items[next].delivery, target: items[next].target))
+                    added += 1
+                }
+                next += 1
+            }
+            // A tenant is in the rotation exactly while it has a queue.
+            if wasQueued || added > 0 { queues[tenant] = queue }
+            if !wasQueued && added > 0 { rotation.append(tenant) }
+            queued += added
+            for _ in 0..<min(added, idleWorkers.count) { wakeWorker() }
         }
         return queued
     }
@@ -224,36 +250,36 @@ public actor PushGateway {
             var unread = Set<UserID>()
             for index in jobs.indices where jobs[index].target == nil { unread.insert(jobs[index].delivery.user) }
             let targets = unread.isEmpty ? [:] : try await store.pushTargets(tenant: tenantID, users: Array(unread))
-            var impulses: [ImpulseID: Impulse?] = [:]
+            // Titles only: binding a whole impulse copied (and released) each of its strings for every push.
+            var titles: [ImpulseID: String?] = [:]
             var sends: [(job: Int, push: OutboundPush)] = []
             var counts = PushStatistics()
             var marks: [PushSettlement] = []
             for index in jobs.indices {
                 let impulseID = jobs[index].delivery.impulse
-                if impulses[impulseID] == nil {
-                    impulses[impulseID] = .some(try await catalog.impulse(tenant: tenantID, id: impulseID))
+                if titles[impulseID] == nil {
+                    titles[impulseID] = .some(try await catalog.impulse(tenant: tenantID, id: impulseID)?.title)
                 }
                 // An impulse gone from the catalog: the delivery stays unsettled (as a missing tenant does).
-                guard let impulse = impulses[impulseID] ?? nil else { continue }
+                guard let title = titles[impulseID] ?? nil else { continue }
                 let user = jobs[index].delivery.user
                 let delivery = jobs[index].delivery.id
                 let target = jobs[index].target ?? targets[user]
-                let devices = (target?.devices ?? []).filter { $0.quarantinedAt == nil }
-                if devices.isEmpty {
-                    counts.withoutDevice += 1
-                    marks.append(PushSettlement(tenant: tenantID, user: user, delivery: delivery, apnsID: nil))
-                    continue
-                }
-                for device in devices {
+                let first = sends.count
+                for device in target?.devices ?? [] where device.quarantinedAt == nil {
                     let push = OutboundPush(
                         tenant: tenantID,
                         delivery: delivery,
                         device: device,
-                        title: impulse.title,
+                        title: title,
                         badge: target?.unreadCount ?? 0,
-                        impulse: impulse.id
+                        impulse: impulseID
                     )
                     sends.append((index, push))
+                }
+                if sends.count == first {
+                    counts.withoutDevice += 1
+                    marks.append(PushSettlement(tenant: tenantID, user: user, delivery: delivery, apnsID: nil))
                 }
             }
             var answers: [PushAnswer] = []
