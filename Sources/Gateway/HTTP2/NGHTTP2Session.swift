@@ -158,7 +158,8 @@ final class NGHTTP2Session {
     }
 
     fileprivate func beginHeaders(_ streamID: Int32) {
-        guard inbound[streamID] == nil else { return }
+        // Looked up by index: comparing `inbound[streamID]` with nil copied the stream out.
+        guard inbound.index(forKey: streamID) == nil else { return }
         var stream = InboundStream()
         // Room for an APNs request's fields (a server) or an answer's: grown one by one, the array was
         // reallocated three or four times per message.
@@ -178,10 +179,13 @@ final class NGHTTP2Session {
     }
 
     fileprivate func data(_ streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
-        guard var stream = inbound[streamID], !stream.oversized else { return }
+        // Moved out of the table and back: its buffer stays uniquely referenced while appending, and the stream
+        // is not copied (copying it was 3% of the simulator's time).
+        guard var stream = inbound.removeValue(forKey: streamID) else { return }
+        defer { inbound[streamID] = stream }
+        guard !stream.oversized else { return }
         if stream.body.readableBytes + bytes.count > maximumBodySize {
             stream.oversized = true
-            inbound[streamID] = stream
             if role == .server {
                 // A server answers it (413) at once, from the headers; the rest of the body is discarded.
                 events.append(
@@ -195,9 +199,7 @@ final class NGHTTP2Session {
             }
             return
         }
-        inbound[streamID] = nil  // keep the buffer uniquely referenced while appending
         stream.body.writeBytes(UnsafeRawBufferPointer(bytes))
-        inbound[streamID] = stream
     }
 
     fileprivate func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
@@ -264,26 +266,34 @@ final class NGHTTP2Session {
 
     // MARK: Plumbing
 
-    private static func session(_ userData: UnsafeMutableRawPointer?) -> NGHTTP2Session? {
-        userData.map { Unmanaged<NGHTTP2Session>.fromOpaque($0).takeUnretainedValue() }
+    /// Runs `body` with the session `userData` points to, without retaining it: nghttp2 calls back only from
+    /// inside `receive` and `drainOutput`, which the session itself runs, so it is alive throughout. (A retain
+    /// and a release per callback, one per header field, were 2.4% of the simulator's time.)
+    private static func withSession(_ userData: UnsafeMutableRawPointer?, _ body: (NGHTTP2Session) -> Int) -> Int {
+        guard let userData else { return 0 }
+        return Unmanaged<NGHTTP2Session>.fromOpaque(userData)._withUnsafeGuaranteedRef(body)
     }
 
     private static func bodyProvider() -> nghttp2_data_provider {
         var provider = nghttp2_data_provider()
         provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-            guard let session = NGHTTP2Session.session(userData), let buffer, let flags else {
-                return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+            guard userData != nil, let buffer, let flags else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+            return NGHTTP2Session.withSession(userData) {
+                $0.readBody(streamID, into: buffer, capacity: length, flags: flags)
             }
-            return session.readBody(streamID, into: buffer, capacity: length, flags: flags)
         }
         return provider
     }
 
     private static func install(_ callbacks: OpaquePointer) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
-            guard let frame, let session = NGHTTP2Session.session(userData) else { return 0 }
-            session.beginHeaders(frame.pointee.hd.stream_id)
-            return 0
+            guard let frame else { return 0 }
+            return Int32(
+                NGHTTP2Session.withSession(userData) { session in
+                    session.beginHeaders(frame.pointee.hd.stream_id)
+                    return 0
+                }
+            )
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) {
             _,
@@ -294,27 +304,43 @@ final class NGHTTP2Session {
             valueLength,
             _,
             userData in
-            guard let frame, let name, let value, let session = NGHTTP2Session.session(userData) else { return 0 }
-            session.header(
-                frame.pointee.hd.stream_id,
-                name: UnsafeBufferPointer(start: name, count: nameLength),
-                value: UnsafeBufferPointer(start: value, count: valueLength)
+            guard let frame, let name, let value else { return 0 }
+            return Int32(
+                NGHTTP2Session.withSession(userData) { session in
+                    session.header(
+                        frame.pointee.hd.stream_id,
+                        name: UnsafeBufferPointer(start: name, count: nameLength),
+                        value: UnsafeBufferPointer(start: value, count: valueLength)
+                    )
+                    return 0
+                }
             )
-            return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
-            guard let data, let session = NGHTTP2Session.session(userData) else { return 0 }
-            session.data(streamID, UnsafeBufferPointer(start: data, count: length))
-            return 0
+            guard let data else { return 0 }
+            return Int32(
+                NGHTTP2Session.withSession(userData) { session in
+                    session.data(streamID, UnsafeBufferPointer(start: data, count: length))
+                    return 0
+                }
+            )
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
-            guard let frame, let session = NGHTTP2Session.session(userData) else { return 0 }
-            session.frameReceived(frame)
-            return 0
+            guard let frame else { return 0 }
+            return Int32(
+                NGHTTP2Session.withSession(userData) { session in
+                    session.frameReceived(frame)
+                    return 0
+                }
+            )
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
-            NGHTTP2Session.session(userData)?.streamClosed(streamID, errorCode: errorCode)
-            return 0
+            Int32(
+                NGHTTP2Session.withSession(userData) { session in
+                    session.streamClosed(streamID, errorCode: errorCode)
+                    return 0
+                }
+            )
         }
     }
 
