@@ -82,6 +82,22 @@ struct PushGatewayTests {
         _ = try await f.store.registerDevice(try f.device(user, token: String(format: "%064x", n), at: seconds))
     }
 
+    /// A gateway on the fixture's store, with its own ledger and registry.
+    func makeGateway(
+        _ f: StoreFixture,
+        _ transport: some PushTransport,
+        _ configuration: PushGatewayConfiguration = .init()
+    ) -> PushGateway {
+        PushGateway(
+            store: f.store,
+            ledger: DeliveryLedger(store: f.store),
+            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
+            transport: transport,
+            configuration: configuration,
+            logger: StoreFixture.logger
+        )
+    }
+
     func deliver(_ f: StoreFixture, _ user: User) async throws -> Delivery {
         try #require(
             try await f.store.recordDeliveries([
@@ -159,14 +175,7 @@ struct PushGatewayTests {
         let f = try await StoreFixture.make()
         try await register(f, f.a, 1)
         let transport = ScriptedTransport(delay: .milliseconds(20))
-        let gateway = PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            configuration: .init(queueCapacityPerTenant: 3, workers: 2),
-            logger: StoreFixture.logger
-        )
+        let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 3, workers: 2))
         let running = Task { await gateway.run() }
         var deliveries: [Delivery] = []
         for _ in 0..<12 { deliveries.append(try await deliver(f, f.a)) }
@@ -191,14 +200,7 @@ struct PushGatewayTests {
         try await register(f, f.a, 1)
         try await register(f, f.globexA, 2)
         let transport = ScriptedTransport()
-        let gateway = PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            configuration: .init(queueCapacityPerTenant: 100, workers: 4, batchSize: 3),
-            logger: StoreFixture.logger
-        )
+        let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 100, workers: 4, batchSize: 3))
         var acme: [Delivery] = []
         var globex: [Delivery] = []
         for _ in 0..<10 { acme.append(try await deliver(f, f.a)) }
@@ -226,14 +228,7 @@ struct PushGatewayTests {
         let f = try await StoreFixture.make()
         try await register(f, f.a, 1)
         let transport = ScriptedTransport(delay: .milliseconds(10))
-        let gateway = PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            configuration: .init(queueCapacityPerTenant: 3, workers: 2, batchSize: 1),
-            logger: StoreFixture.logger
-        )
+        let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 3, workers: 2, batchSize: 1))
         var deliveries: [Delivery] = []
         for _ in 0..<12 { deliveries.append(try await deliver(f, f.a)) }
         let running = Task { await gateway.run() }
@@ -265,14 +260,7 @@ struct PushGatewayTests {
         let transport = GatedTransport(gated: [String(format: "%064x", 1), String(format: "%064x", 2)])
         // Four places in batches of two. Each slow push shares its batch with a fast one; were places given back
         // per batch, both batches would hold all four places until the gate opens, and nothing else would go.
-        let gateway = PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            configuration: .init(queueCapacityPerTenant: 100, workers: 4, batchSize: 2),
-            logger: StoreFixture.logger
-        )
+        let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 100, workers: 4, batchSize: 2))
         var deliveries = [try await deliver(f, slow[0]), try await deliver(f, f.b)]
         deliveries += [try await deliver(f, slow[1]), try await deliver(f, f.b)]
         for _ in 0..<10 { deliveries.append(try await deliver(f, f.b)) }
@@ -309,14 +297,7 @@ struct PushGatewayTests {
             deliveries.append(try await deliver(f, user))
         }
         let transport = ScriptedTransport(answers: answers, delay: .milliseconds(1))
-        let gateway = PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            configuration: .init(queueCapacityPerTenant: 5, workers: 4),
-            logger: StoreFixture.logger
-        )
+        let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 5, workers: 4))
         let running = Task { await gateway.run() }
         for delivery in deliveries { await gateway.enqueue(delivery) }
         #expect(try await eventually { transport.sent.withLock { $0.count } == 30 })
@@ -342,13 +323,7 @@ struct PushGatewayTests {
             String(format: "%064x", 9): .rejected(status: 403, reason: "InvalidProviderToken", timestamp: nil),
             String(format: "%064x", 10): .rejected(status: 403, reason: "InvalidProviderToken", timestamp: nil),
         ])
-        let gateway = PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            logger: StoreFixture.logger
-        )
+        let gateway = makeGateway(f, transport)
         let running = Task { await gateway.run() }
         await gateway.enqueue(try await deliver(f, f.globexA))
         #expect(try await eventually { await gateway.snapshot().paused[f.globex] == "InvalidProviderToken" })
