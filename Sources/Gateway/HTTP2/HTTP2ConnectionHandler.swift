@@ -201,12 +201,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     // MARK: Server
 
-    /// Answers a request. Without a body the answer is one HEADERS frame with END_STREAM.
-    func respond(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) {
-        respond(streamID: streamID, headers: HTTP2HeaderBlock(headers), body: body)
-    }
-
-    /// Answers a request with a header block built by the caller (starting with `:status`).
+    /// Answers a request with a header block that starts with `:status`. Without a body the answer is one
+    /// HEADERS frame with END_STREAM.
     func respond(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) {
         guard let session else { return }
         do {
@@ -367,6 +363,18 @@ private final class BatchAnswers {
         if remaining == 0 {
             timer?.cancel()
             promise.succeed(answers.map { $0! })
+        }
+    }
+}
+
+extension NIOLoopBound where Value == HTTP2ConnectionHandler {
+    /// Answers a request from any thread: at once when called on the connection's event loop (where requests are
+    /// handled, and where the REST API's tasks nearly always end), else queued to it.
+    func respond(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) {
+        if eventLoop.inEventLoop {
+            value.respond(streamID: streamID, headers: headers, body: body)
+        } else {
+            eventLoop.execute { self.value.respond(streamID: streamID, headers: headers, body: body) }
         }
     }
 }

@@ -18,14 +18,7 @@ public struct HTTP2ServerRequest: Sendable {
         )
         block.append(":status") { $0.appendDecimal(Int64(status)) }
         for header in headers { block.append(header) }
-        // Answered on the connection's event loop (where requests are handled): at once, without queueing a task.
-        if eventLoop.inEventLoop {
-            handler.value.respond(streamID: streamID, headers: block, body: body)
-        } else {
-            eventLoop.execute { [handler, streamID] in
-                handler.value.respond(streamID: streamID, headers: block, body: body)
-            }
-        }
+        handler.respond(streamID: streamID, headers: block, body: body)
     }
 
     public func reset(errorCode: UInt32) {

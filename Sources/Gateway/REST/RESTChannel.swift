@@ -135,12 +135,7 @@ struct RESTChannel: ServerChildChannel {
                     maxHeaderListSize: limit,
                     logger: logger
                 )
-                // The task nearly always ends on the event loop (its executor): answered at once, else queued.
-                if channel.eventLoop.inEventLoop {
-                    bound.value.respond(streamID: streamID, headers: headers, body: body)
-                } else {
-                    channel.eventLoop.execute { bound.value.respond(streamID: streamID, headers: headers, body: body) }
-                }
+                bound.respond(streamID: streamID, headers: HTTP2HeaderBlock(headers), body: body)
             }
         }
         let timeout = TimeAmount.nanoseconds(Int64(idleTimeout / .nanoseconds(1)))
