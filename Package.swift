@@ -106,10 +106,11 @@ let package = Package(
             swiftSettings: swiftSettings,
             linkerSettings: executableLinkerSettings
         ),
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "EngineTests",
             dependencies: [
-                "Engine", .product(name: "Logging", package: "swift-log"),
+                "Engine", "TestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
@@ -119,6 +120,7 @@ let package = Package(
             dependencies: [
                 "Engine",
                 "Gateway",
+                "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

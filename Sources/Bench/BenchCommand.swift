@@ -44,12 +44,27 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
 
-    @Option(help: "Folder for the stores and logs (default: a new temporary folder).")
+    @Option(
+        help:
+            "Folder for the stores and logs, kept afterwards (default: a new temporary folder, removed after a run that succeeds)."
+    )
     var workDirectory: String?
 
     func run() async throws {
         let work = workDirectory ?? NSTemporaryDirectory() + "broker-bench-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        // A full run's folder holds 1.3 GB (two stores of a million users): a temporary one goes once the results
+        // are out. After a failure it stays, for its logs. (This runs after the simulator's stop, declared below.)
+        var finished = false
+        defer {
+            if workDirectory == nil, finished {
+                try? FileManager.default.removeItem(atPath: work)
+            } else if !finished {
+                FileHandle.standardError.write(
+                    Data("broker-bench: the stores and logs of this run are in \(work)\n".utf8)
+                )
+            }
+        }
         let size =
             smoke
             ? Size(users: 2000, requests: 2000, peerPushes: 500)
@@ -118,6 +133,7 @@ struct BenchCommand: AsyncParsableCommand {
         FileHandle.standardOutput.write(data)
         FileHandle.standardOutput.write(Data("\n\n".utf8))
         FileHandle.standardOutput.write(Data(Summary.text(results).utf8))
+        finished = true
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import TestSupport
 import Testing
 
 @testable import Engine
@@ -22,9 +23,7 @@ struct StoreFixture {
     }()
 
     static func make() async throws -> StoreFixture {
-        let directory = NSTemporaryDirectory() + "engine-tests-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = directory + "/broker.sqlite"
+        let path = TemporaryDirectories.make("engine-tests-") + "/broker.sqlite"
         let store = try await SQLiteStore(configuration: .init(path: path), logger: logger)
         let acme = try TenantID("acme")
         let globex = try TenantID("globex")

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import TestSupport
 import Testing
 
 /// Users and passwords the fixtures create. Alice's password holds every character the original app had trouble with.
@@ -112,10 +113,9 @@ struct TestBroker: Sendable {
         return logger
     }()
 
+    /// A new folder (with `media` inside), removed when the tests end.
     static func temporaryDirectory() -> String {
-        let path = NSTemporaryDirectory() + "impulse-broker-tests-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: path + "/media", withIntermediateDirectories: true)
-        return path
+        TemporaryDirectories.make("impulse-broker-tests-", subfolders: ["media"])
     }
 
     /// Starts a broker (seeding a fresh store unless `directory` already holds one), runs `body`, and stops it.
