@@ -1,11 +1,15 @@
 import Foundation
-import Gateway
+import InMemoryLogging
+import Logging
+import ServiceLifecycle
 import Testing
+
+@testable import Gateway
 
 @Suite("Application lifecycle")
 struct AppLifecycleTests {
     @Test("shutdown() stops the broker as a signal would: its HTTPS listener stops accepting connections")
-    func gracefulShutdown() async throws {
+    func shutdownClosesListener() async throws {
         try await TestBroker.run { broker in
             let before = try await broker.send(.GET, "/CurrentImpulse")
             #expect(before.status == 200)
@@ -22,5 +26,64 @@ struct AppLifecycleTests {
             }
             #expect(refused, "the listener still answered 10 s after shutdown()")
         }
+    }
+
+    @Test("A graceful shutdown is logged when it starts and when every service has stopped")
+    func shutdownIsLogged() async throws {
+        let log = Self.capture()
+        try await TestBroker.run(logger: log.logger) { broker in
+            #expect(log.handler.entries.filter { $0.message.description.hasPrefix("shutting down") }.isEmpty)
+            await broker.application.shutdown()
+            let stopped = try await eventually(seconds: 10) {
+                log.handler.entries.contains { $0.message == "stopped" }
+            }
+            #expect(stopped, "no 'stopped' line within 10 s")
+        }
+        let entries = log.handler.entries
+        let start = try #require(entries.firstIndex { $0.message.description.hasPrefix("shutting down") })
+        let end = try #require(entries.firstIndex { $0.message == "stopped" })
+        #expect(start < end)
+        #expect(entries[start].level == .notice && entries[end].level == .notice)
+        #expect(entries[start].metadata["grace_period_s"] == "20")  // ServerConfiguration's default
+        #expect(entries[end].metadata["shutdown_ms"] != nil)
+    }
+
+    @Test("A shutdown that outlasts the grace period ends with a warning that pushes stay unsettled")
+    func gracePeriodRunOut() async throws {
+        let log = Self.capture()
+        let notice = ShutdownNotice(logger: log.logger, gracePeriod: .milliseconds(200))
+        var configuration = ServiceGroupConfiguration(
+            services: [.init(service: Stubborn()), .init(service: notice)],
+            logger: log.logger
+        )
+        configuration.maximumGracefulShutdownDuration = .milliseconds(200)
+        let group = ServiceGroup(configuration: configuration)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                try? await group.run()  // cancelling the stubborn service ends the group with its error
+                notice.stopped()
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let last = try #require(log.handler.entries.last)
+        #expect(last.level == .warning)
+        #expect(last.message.description.hasPrefix("stopped after the grace period ran out"))
+    }
+
+    /// Ignores graceful shutdown and stops only when cancelled.
+    struct Stubborn: Service {
+        func run() async throws {
+            try? await gracefulShutdown()
+            try await Task.sleep(for: .seconds(60))
+        }
+    }
+
+    static func capture() -> (handler: InMemoryLogHandler, logger: Logger) {
+        var handler = InMemoryLogHandler()
+        handler.logLevel = .notice
+        let capture = handler
+        return (capture, Logger(label: "broker", factory: { _ in capture }))
     }
 }

@@ -180,7 +180,7 @@ struct BrokerProcessTests {
         var seen: [String] = []
         for run in 0..<2 {
             let demo = try RunningBroker(
-                ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error", "--users", "20"],
+                ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "notice", "--users", "20"],
                 environment: [
                     "BROKER_SPREAD_SECONDS": "0", "BROKER_ADMIN_LISTEN": "127.0.0.1:0",
                     "BROKER_PUSHES_IN_FLIGHT": "300", "BROKER_PUSH_BATCH": "30",
@@ -219,6 +219,9 @@ struct BrokerProcessTests {
             #expect(seen.count == 1)
             #expect(try await eventually { demo.output.contains("dispatch: 25 users") }, "\(demo.output)")
             #expect(demo.stop() == 0)  // SIGTERM: graceful shutdown, exit status 0
+            // The shutdown is logged from start to end (the pipe may deliver the last lines after the exit).
+            #expect(try await eventually(seconds: 5) { demo.output.contains(" stopped\n") }, "\(demo.output)")
+            #expect(demo.output.contains("shutting down"))
         }
     }
 }

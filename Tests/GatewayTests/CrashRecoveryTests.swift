@@ -68,7 +68,7 @@ struct CrashRecoveryTests {
         kill(first.process.processIdentifier, SIGKILL)
         first.process.waitUntilExit()
         #expect(started, "\(first.output)")
-        let atKill = try await database.read { db in
+        let atKill = try database.read { db in
             try Row.fetchOne(
                 db,
                 sql: "SELECT COUNT(*) AS assigned, COUNT(pushed_at) AS pushed FROM deliveries WHERE kind = 'scheduled'"
@@ -91,7 +91,7 @@ struct CrashRecoveryTests {
         #expect(second.stop() == 0)  // SIGTERM: graceful, exit status 0
 
         let ledger = try #require(
-            try await database.read { db in
+            try database.read { db in
                 try Row.fetchOne(
                     db,
                     sql: """
@@ -162,7 +162,7 @@ struct CrashRecoveryTests {
         #expect(try await eventually(seconds: 60) { broker.output.contains("apns.backoff_ms=12000") })
         #expect(broker.stop() == 0, "\(broker.output.suffix(3000))")  // a fatal error would be signal 4
         let row = try #require(
-            try await database.read {
+            try database.read {
                 try Row.fetchOne(
                     $0,
                     sql: "SELECT COUNT(pushed_at) AS pushed, SUM(settled_at IS NULL) AS open FROM deliveries"

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// Which listener reported its address.
@@ -27,9 +28,12 @@ public struct BrokerApplication: Service {
     public let scheduler: Scheduler?
     public let metrics: MetricsSetup
     let group: ServiceGroup
+    let shutdown: ShutdownNotice
 
+    /// Runs every service until a graceful shutdown (a signal or ``shutdown()``) has stopped them all.
     public func run() async throws {
         try await group.run()
+        shutdown.stopped()
     }
 
     /// Stops the services as a shutdown signal would: in reverse order, each one gracefully (the listeners send
@@ -179,6 +183,9 @@ public func buildApplication(
             )
         )
     }
+    // Last, so that it hears a shutdown first.
+    let shutdown = ShutdownNotice(logger: logger, gracePeriod: configuration.shutdownGracePeriod)
+    services.append(shutdown)
     var groupConfiguration = ServiceGroupConfiguration(
         services: services.map { .init(service: $0) },
         gracefulShutdownSignals: gracefulShutdownSignals,
@@ -198,6 +205,45 @@ public func buildApplication(
         simulator: push.simulator,
         scheduler: scheduler,
         metrics: metrics,
-        group: group
+        group: group,
+        shutdown: shutdown
     )
+}
+
+/// Logs a graceful shutdown's start and end. The services themselves stop silently (ServiceLifecycle logs at
+/// debug level only), so without it an operator could not tell a clean stop from one cut short.
+final class ShutdownNotice: Service, Sendable {
+    let logger: Logger
+    let gracePeriod: Duration
+    private let began = Mutex<ContinuousClock.Instant?>(nil)
+
+    init(logger: Logger, gracePeriod: Duration) {
+        self.logger = logger
+        self.gracePeriod = gracePeriod
+    }
+
+    func run() async throws {
+        do { try await gracefulShutdown() } catch { return }  // cancelled: no graceful shutdown to report
+        began.withLock { $0 = .now }
+        logger.notice(
+            "shutting down: the scheduler stops, pushes in flight finish, the listeners close",
+            metadata: ["grace_period_s": "\(gracePeriod.components.seconds)"]
+        )
+    }
+
+    /// Called when every service has stopped. A shutdown that outlasted the grace period was cut short: the
+    /// remaining services were cancelled, and their pushes stay unsettled in the ledger for the next start.
+    func stopped() {
+        guard let began = began.withLock({ $0 }) else { return }
+        let took = began.duration(to: .now)
+        let metadata: Logger.Metadata = ["shutdown_ms": "\(Int(took / .milliseconds(1)))"]
+        if took >= gracePeriod {
+            logger.warning(
+                "stopped after the grace period ran out: unfinished pushes stay unsettled and go out at the next start",
+                metadata: metadata
+            )
+        } else {
+            logger.notice("stopped", metadata: metadata)
+        }
+    }
 }
