@@ -1,7 +1,6 @@
 import Foundation
 import InMemoryLogging
 import Logging
-import ServiceLifecycle
 import Testing
 
 @testable import Gateway
@@ -51,33 +50,17 @@ struct AppLifecycleTests {
     @Test("A shutdown that outlasts the grace period ends with a warning that pushes stay unsettled")
     func gracePeriodRunOut() async throws {
         let log = Self.capture()
-        let notice = ShutdownNotice(logger: log.logger, gracePeriod: .milliseconds(200))
-        var configuration = ServiceGroupConfiguration(
-            services: [.init(service: Stubborn()), .init(service: notice)],
-            logger: log.logger
-        )
-        configuration.maximumGracefulShutdownDuration = .milliseconds(200)
-        let group = ServiceGroup(configuration: configuration)
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask {
-                try? await group.run()  // cancelling the stubborn service ends the group with its error
-                notice.stopped()
+        // No service stops within a microsecond: the group cancels the rest.
+        try await TestBroker.run(logger: log.logger, shutdownGracePeriod: .microseconds(1)) { broker in
+            await broker.application.shutdown()
+            let warned = try await eventually(seconds: 10) {
+                log.handler.entries.contains { $0.message.description.hasPrefix("stopped after the grace period") }
             }
-            try await Task.sleep(for: .milliseconds(100))
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
+            #expect(warned, "\(log.handler.entries.map(\.message))")
         }
-        let last = try #require(log.handler.entries.last)
+        let last = try #require(log.handler.entries.last { $0.message.description.hasPrefix("stopped") })
         #expect(last.level == .warning)
-        #expect(last.message.description.hasPrefix("stopped after the grace period ran out"))
-    }
-
-    /// Ignores graceful shutdown and stops only when cancelled.
-    struct Stubborn: Service {
-        func run() async throws {
-            try? await gracefulShutdown()
-            try await Task.sleep(for: .seconds(60))
-        }
+        #expect(!log.handler.entries.contains { $0.message == "stopped" })
     }
 
     static func capture() -> (handler: InMemoryLogHandler, logger: Logger) {

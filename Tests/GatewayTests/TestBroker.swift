@@ -128,6 +128,7 @@ struct TestBroker: Sendable {
         logger: Logger = TestBroker.logger,
         scheduler: SchedulerConfiguration? = nil,
         adminToken: String? = nil,
+        shutdownGracePeriod: Duration = .seconds(20),
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -140,6 +141,7 @@ struct TestBroker: Sendable {
             plainListen: plain ? ListenAddress(host: "127.0.0.1", port: 0) : nil,
             defaultTenant: Fixture.acme,
             changeFeedInterval: .milliseconds(20),
+            shutdownGracePeriod: shutdownGracePeriod,
             rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media"),
             // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
             scheduler: scheduler,

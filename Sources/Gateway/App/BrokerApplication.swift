@@ -32,8 +32,8 @@ public struct BrokerApplication: Service {
 
     /// Runs every service until a graceful shutdown (a signal or ``shutdown()``) has stopped them all.
     public func run() async throws {
+        defer { shutdown.stopped() }  // also when the group ends with a service's error
         try await group.run()
-        shutdown.stopped()
     }
 
     /// Stops the services as a shutdown signal would: in reverse order, each one gracefully (the listeners send
