@@ -209,6 +209,7 @@ enum Summary {
                     + "\(number(run["secondsToLedgerDurable"], 1)) s, peak RSS "
                     + "\(number((run["peakRSSBytes"] as? Int).map { Double($0) / 1_048_576 })) MiB, "
                     + "tokens removed \(number(run["tokensRemoved"])), quarantined \(number(run["tokensQuarantined"])), "
+                    + "purged \(number(run["goneDevicesPurged"])) afterwards in \(number(run["purgeSeconds"], 2)) s, "
                     + "CPU per user: broker \(number(run["brokerCPUMicrosecondsPerUser"], 1)) us, simulator "
                     + "\(number(run["simulatorCPUMicrosecondsPerUser"], 1)) us"
             )

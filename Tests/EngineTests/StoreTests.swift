@@ -102,6 +102,63 @@ struct StoreTests {
         #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).isEmpty)
     }
 
+    @Test("A token APNs removed leaves every read and push target, comes back as new, and is purged after its cutoff")
+    func removedTokens() async throws {
+        let f = try await StoreFixture.make()
+        let kept = String(repeating: "cd", count: 32)
+        #expect(try await f.store.registerDevice(try f.device(f.a)) == .created)
+        #expect(try await f.store.registerDevice(try f.device(f.a, token: kept)) == .created)
+        let token = try DeviceToken(String(repeating: "ab", count: 32))
+        let remove = TokenVerdict(token: token, kind: .remove(registeredBefore: .distantFuture))
+        let quarantine = TokenVerdict(token: token, kind: .quarantine(at: Date()))
+        #expect(try await f.store.applyTokenVerdicts(tenant: f.acme, topic: "t", [remove]) == [true])
+        // Gone already: neither verdict changes anything again.
+        #expect(
+            try await f.store.applyTokenVerdicts(tenant: f.acme, topic: "t", [remove, quarantine]) == [false, false]
+        )
+        #expect(try await f.store.device(tenant: f.acme, topic: "t", token: token) == nil)
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.a.id).map(\.token.rawValue) == [kept])
+        let targets = try await f.store.pushTargets(tenant: f.acme, users: [f.a.id])
+        #expect(targets[f.a.id]?.devices.map(\.token.rawValue) == [kept])
+        #expect(try await !f.store.unregisterDevice(tenant: f.acme, topic: "t", token: token, owner: f.a.id))
+        // Registered again, by another user: a new registration, not a move from its old owner.
+        #expect(try await f.store.registerDevice(try f.device(f.b, at: 3000)) == .created)
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).count == 1)
+        #expect(try await f.store.applyTokenVerdicts(tenant: f.acme, topic: "t", [remove]) == [true])
+        // The rows stay until the purge, which takes only those gone before its cutoff.
+        func rows() async throws -> Int {
+            try await f.store.pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM devices") ?? 0 }
+        }
+        #expect(try await rows() == 2)
+        #expect(try await f.store.purgeRemovedDevices(before: Date().addingTimeInterval(-60)) == 0)
+        #expect(try await rows() == 2)
+        #expect(try await f.store.purgeRemovedDevices(before: Date().addingTimeInterval(60)) == 1)
+        #expect(try await rows() == 1)
+        #expect(try await f.store.devices(tenant: f.acme, owner: f.a.id).map(\.token.rawValue) == [kept])
+    }
+
+    @Test("The purge of gone devices goes on past its 5,000-row transactions until none is left")
+    func purgeInChunks() async throws {
+        let f = try await StoreFixture.make()
+        let tokens = try (0..<5_001).map { try DeviceToken(String(format: "%064x", $0)) }
+        let devices = try tokens.map {
+            try Device(
+                tenant: f.acme,
+                topic: "t",
+                token: $0,
+                owner: f.a.id,
+                name: "p",
+                environment: .production,
+                registeredAt: Date()
+            )
+        }
+        _ = try await f.store.registerDevices(devices)
+        let verdicts = tokens.map { TokenVerdict(token: $0, kind: .remove(registeredBefore: .distantFuture)) }
+        #expect(try await f.store.applyTokenVerdicts(tenant: f.acme, topic: "t", verdicts).allSatisfy { $0 })
+        #expect(try await f.store.purgeRemovedDevices(before: .distantFuture) == 5_001)
+        #expect(try await f.store.pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM devices") } == 0)
+    }
+
     @Test("A device cannot be registered for another tenant's user")
     func crossTenantDevice() async throws {
         let f = try await StoreFixture.make()

@@ -55,8 +55,11 @@ public protocol BrokerStore: Sendable {
     func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool
     func devices(tenant: TenantID, owner: UserID) async throws -> [Device]
     func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device?
-    /// APNs' verdicts on several tokens of one tenant in one transaction; whether each changed a device.
+    /// APNs' verdicts on several tokens of one tenant in one transaction; whether each changed a device. A removal
+    /// marks the device gone: no read sees it from then on, and ``purgeRemovedDevices(before:)`` deletes it.
     func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool]
+    /// Deletes the devices that verdicts marked gone before `date` (they are invisible already); returns how many.
+    func purgeRemovedDevices(before date: Date) async throws -> Int
 
     // MARK: Deliveries
     /// Records assignments in one transaction. A scheduled delivery for a (user, local date) that already

@@ -20,7 +20,10 @@ extension SQLiteStore {
             ) != nil
         else { throw EngineError(.notFound, "no such user") }
         let previous = try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?"),
+            db.cachedStatement(
+                sql:
+                    "SELECT user_id FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND removed_at IS NULL"
+            ),
             arguments: [device.tenant.rawValue, device.topic, device.token.rawValue]
         )
         try db.cachedStatement(
@@ -29,7 +32,7 @@ extension SQLiteStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
                     name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at,
-                    quarantined_at = NULL
+                    quarantined_at = NULL, removed_at = NULL
                 """
         ).execute(arguments: [
             device.tenant.rawValue, device.topic, device.token.rawValue, device.owner.rawValue, device.name,
@@ -50,7 +53,10 @@ extension SQLiteStore {
     ) async throws -> Bool {
         try await write { db in
             try db.execute(
-                sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND user_id = ?",
+                sql: """
+                    DELETE FROM devices
+                    WHERE tenant_id = ? AND topic = ? AND token = ? AND user_id = ? AND removed_at IS NULL
+                    """,
                 arguments: [tenant.rawValue, topic, token.rawValue, owner.rawValue]
             )
             return db.changesCount > 0
@@ -62,7 +68,10 @@ extension SQLiteStore {
             try Row.fetchAll(
                 db,
                 sql:
-                    "SELECT \(Self.deviceColumns) FROM devices WHERE tenant_id = ? AND user_id = ? ORDER BY registered_at DESC",
+                    """
+                    SELECT \(Self.deviceColumns) FROM devices
+                    WHERE tenant_id = ? AND user_id = ? AND removed_at IS NULL ORDER BY registered_at DESC
+                    """,
                 arguments: [tenant.rawValue, owner.rawValue]
             ).map(Self.device(from:))
         }
@@ -72,7 +81,10 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchOne(
                 db,
-                sql: "SELECT \(Self.deviceColumns) FROM devices WHERE tenant_id = ? AND topic = ? AND token = ?",
+                sql: """
+                    SELECT \(Self.deviceColumns) FROM devices
+                    WHERE tenant_id = ? AND topic = ? AND token = ? AND removed_at IS NULL
+                    """,
                 arguments: [tenant.rawValue, topic, token.rawValue]
             ).map(Self.device(from:))
         }
@@ -82,22 +94,51 @@ extension SQLiteStore {
         guard !verdicts.isEmpty else { return [] }
         return try await write { db in
             let quarantine = try db.cachedStatement(
-                sql: "UPDATE devices SET quarantined_at = ? WHERE tenant_id = ? AND topic = ? AND token = ?"
+                sql: """
+                    UPDATE devices SET quarantined_at = ?
+                    WHERE tenant_id = ? AND topic = ? AND token = ? AND removed_at IS NULL
+                    """
             )
+            // Marked gone in place, purged later (`purgeRemovedDevices`): one page written instead of three.
             let remove = try db.cachedStatement(
-                sql: "DELETE FROM devices WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ?"
+                sql: """
+                    UPDATE devices SET removed_at = ?
+                    WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ? AND removed_at IS NULL
+                    """
             )
+            let now = Date().unixSeconds
             return try verdicts.map { verdict in
                 switch verdict.kind {
                 case .quarantine(let at):
                     try quarantine.execute(arguments: [at.unixSeconds, tenant.rawValue, topic, verdict.token.rawValue])
                 case .remove(let before):
                     try remove.execute(arguments: [
-                        tenant.rawValue, topic, verdict.token.rawValue, before.unixSeconds,
+                        now, tenant.rawValue, topic, verdict.token.rawValue, before.unixSeconds,
                     ])
                 }
                 return db.changesCount > 0
             }
+        }
+    }
+
+    /// Deletes the devices APNs' verdicts marked gone before `date`, 5,000 to a transaction (about 0.1 s each on
+    /// the benchmark machine), so the writer is never held long; returns how many.
+    public func purgeRemovedDevices(before date: Date) async throws -> Int {
+        var purged = 0
+        while true {
+            let deleted = try await write { db in
+                try db.execute(
+                    sql: """
+                        DELETE FROM devices WHERE rowid IN (
+                            SELECT rowid FROM devices INDEXED BY devices_removed
+                            WHERE removed_at IS NOT NULL AND removed_at < ? LIMIT 5000)
+                        """,
+                    arguments: [date.unixSeconds]
+                )
+                return db.changesCount
+            }
+            purged += deleted
+            if deleted < 5000 { return purged }
         }
     }
 

@@ -12,7 +12,8 @@ extension SQLiteStore {
             (SELECT COUNT(*) FROM deliveries
                 WHERE deliveries.user_id = devices.user_id AND deliveries.tenant_id = devices.tenant_id
                 AND read_at IS NULL)
-        FROM devices INDEXED BY devices_owner WHERE user_id IN (\(placeholders)) AND tenant_id = ?
+        FROM devices INDEXED BY devices_owner
+        WHERE user_id IN (\(placeholders)) AND tenant_id = ? AND removed_at IS NULL
         ORDER BY registered_at DESC
         """
     }

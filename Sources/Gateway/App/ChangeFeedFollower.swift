@@ -3,7 +3,8 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// Reads the store's change feed and drops what this process's caches hold of changed users and catalogs.
+/// Reads the store's change feed and drops what this process's caches hold of changed users and catalogs. Every
+/// `retention` it prunes the feed and purges devices marked gone.
 ///
 /// Writes by this process update its caches directly; the feed brings those of admin commands and other
 /// nodes, within one `interval`.
@@ -38,9 +39,11 @@ struct ChangeFeedFollower: Service {
                 }
                 if ContinuousClock.now - lastPrune > retention {
                     lastPrune = .now
-                    _ = try await store.pruneChanges(
-                        before: Date().addingTimeInterval(-Double(retention.components.seconds))
-                    )
+                    let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
+                    _ = try await store.pruneChanges(before: cutoff)
+                    // Devices that APNs' verdicts marked gone (invisible since) are deleted in bulk, well after the
+                    // burst that marked them.
+                    _ = try await store.purgeRemovedDevices(before: cutoff)
                 }
             } catch {
                 logger.warning(
