@@ -41,9 +41,7 @@ struct ChangeFeedFollower: Service {
                     lastPrune = .now
                     let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
                     _ = try await store.pruneChanges(before: cutoff)
-                    // Devices that APNs' verdicts marked gone (invisible since) are deleted in bulk, well after the
-                    // burst that marked them.
-                    _ = try await store.purgeRemovedDevices(before: cutoff)
+                    await purgeGoneDevices(before: cutoff)
                 }
             } catch {
                 logger.warning(
@@ -51,6 +49,20 @@ struct ChangeFeedFollower: Service {
                     metadata: ["error": "\(error)"]
                 )
             }
+        }
+    }
+
+    /// Deletes the devices APNs' verdicts marked gone (invisible since) in bulk, well after the burst that marked
+    /// them.
+    private func purgeGoneDevices(before cutoff: Date) async {
+        do {
+            let purged = try await store.purgeRemovedDevices(before: cutoff)
+            if purged > 0 { logger.info("purged devices APNs reported gone", metadata: ["devices": "\(purged)"]) }
+        } catch {
+            logger.warning(
+                "cannot purge devices marked gone; they stay invisible, and the next round tries again",
+                metadata: ["error": "\(error)"]
+            )
         }
     }
 }

@@ -1,0 +1,60 @@
+import Engine
+import Foundation
+import GRDB
+import Testing
+
+@testable import Gateway
+
+@Suite("Change feed follower")
+struct ChangeFeedFollowerTests {
+    @Test("Its housekeeping deletes the devices APNs reported gone, and no other")
+    func purgesGoneDevices() async throws {
+        try await TestBroker.run { broker in
+            let store = broker.store
+            let tenant = try #require(try await store.tenant(Fixture.acme))
+            let alice = try #require(try await store.user(tenant: Fixture.acme, username: "alice"))
+            let tokens = try ["0a", "0b"].map { try DeviceToken(String(repeating: $0, count: 32)) }
+            _ = try await store.registerDevices(
+                try tokens.map {
+                    try Device(
+                        tenant: tenant.id,
+                        topic: tenant.apnsTopic,
+                        token: $0,
+                        owner: alice.id,
+                        name: "phone",
+                        environment: .production,
+                        registeredAt: Date(timeIntervalSince1970: 1000)
+                    )
+                }
+            )
+            let gone = TokenVerdict(token: tokens[0], kind: .remove(registeredBefore: .distantFuture))
+            #expect(try await store.applyTokenVerdicts(tenant: tenant.id, topic: tenant.apnsTopic, [gone]) == [true])
+            let database = try DatabaseQueue(path: broker.directory + "/broker.sqlite")
+            @Sendable func rows() throws -> [String] {
+                try database.read {
+                    try String.fetchAll(
+                        $0,
+                        sql: "SELECT token FROM devices WHERE token IN (?, ?)",
+                        arguments: [
+                            tokens[0].rawValue, tokens[1].rawValue,
+                        ]
+                    )
+                }
+            }
+            #expect(try rows().count == 2)  // the gone one is only marked
+            // Housekeeping on every round (a retention of zero), as the broker does every ten minutes.
+            let follower = ChangeFeedFollower(
+                store: store,
+                authenticator: Authenticator(store: store, cacheTTL: .seconds(1)),
+                ledger: broker.application.ledger,
+                scheduler: nil,
+                interval: .milliseconds(20),
+                retention: .zero,
+                logger: TestBroker.logger
+            )
+            let running = Task { try await follower.run() }
+            defer { running.cancel() }
+            #expect(try await eventually(seconds: 10) { try rows() == [tokens[1].rawValue] })
+        }
+    }
+}
