@@ -27,17 +27,22 @@ struct ReminderAPITests {
             let id = try #require(created.json["id"] as? Int)
             #expect(created.headers.first(name: "Location") == "/v1/reminders/\(id)")
             let simulator = try #require(broker.application.simulator)
-            #expect(try await eventually(seconds: 10) { simulator.accepted.contains { $0.payload.contains("acme-3") } })
             let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
-            let rows = try await broker.store.deliveredImpulses(
-                tenant: Fixture.acme,
-                user: alice.id,
-                after: nil,
-                before: nil,
-                limit: 100
-            )
-            let reminded = rows.filter { $0.delivery.kind == .reminder }
-            #expect(reminded.map(\.impulse.id.rawValue) == ["acme-3"])
+            @Sendable func reminded() async throws -> [DeliveredImpulse] {
+                try await broker.store.deliveredImpulses(
+                    tenant: Fixture.acme,
+                    user: alice.id,
+                    after: nil,
+                    before: nil,
+                    limit: 100
+                ).filter { $0.delivery.kind == .reminder }
+            }
+            // Waits for the reminder's own delivery. Alice's scheduled impulse today is acme-3 too: when her device
+            // is registered before the day's dispatch reaches her (under CI's load), that push came first, and
+            // waiting on the simulator alone ended the wait before the reminder was due.
+            #expect(try await eventually(seconds: 10) { try await reminded().contains { $0.delivery.pushedAt != nil } })
+            #expect(try await reminded().map(\.impulse.id.rawValue) == ["acme-3"])
+            #expect(simulator.accepted.contains { $0.token == token && $0.payload.contains("acme-3") })
             #expect(try await broker.send(.GET, "/v1/reminders").json["reminders"] as? [Any] != nil)
             #expect(try await broker.store.reminders(tenant: Fixture.acme, user: alice.id).isEmpty)
         }
