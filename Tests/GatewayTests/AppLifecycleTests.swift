@@ -1,9 +1,8 @@
 import Foundation
+import Gateway
 import InMemoryLogging
 import Logging
 import Testing
-
-@testable import Gateway
 
 @Suite("Application lifecycle")
 struct AppLifecycleTests {
@@ -43,7 +42,7 @@ struct AppLifecycleTests {
         let end = try #require(entries.firstIndex { $0.message == "stopped" })
         #expect(start < end)
         #expect(entries[start].level == .notice && entries[end].level == .notice)
-        #expect(entries[start].metadata["grace_period_s"] == "20")  // ServerConfiguration's default
+        #expect(entries[start].metadata["grace_period_s"] == "20")  // TestBroker's default, as the broker's
         #expect(entries[end].metadata["shutdown_ms"] != nil)
     }
 

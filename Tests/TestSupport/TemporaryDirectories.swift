@@ -13,17 +13,16 @@ public enum TemporaryDirectories {
             try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         }
         made.withLock { paths in
-            if paths == nil { atexit { TemporaryDirectories.removeAll() } }
-            paths = (paths ?? []) + [path]
+            if paths == nil {
+                paths = []
+                atexit { TemporaryDirectories.removeAll() }
+            }
+            paths?.append(path)
         }
         return path
     }
 
     private static func removeAll() {
-        let paths = made.withLock { paths in
-            defer { paths = [] }
-            return paths ?? []
-        }
-        for path in paths { try? FileManager.default.removeItem(atPath: path) }
+        for path in made.withLock({ $0 ?? [] }) { try? FileManager.default.removeItem(atPath: path) }
     }
 }
