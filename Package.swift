@@ -121,6 +121,8 @@ let package = Package(
                 "Engine",
                 "Gateway",
                 "TestSupport",
+                // The hand-made HTTP/2 client of the attack tests decodes answers with libnghttp2's HPACK.
+                "CNGHTTP2",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -36,6 +36,9 @@ final class SimulatorProcess: Sendable {
             .appendingPathComponent("broker").path
     }
 
+    /// The control API's bearer token, handed to the simulator process in its environment.
+    static let controlToken = (0..<4).map { _ in String(UInt64.random(in: .min ... .max), radix: 16) }.joined()
+
     static func start(work: String, latency: (median: Double, spread: Double) = (0, 0)) async throws -> SimulatorProcess
     {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -44,6 +47,9 @@ final class SimulatorProcess: Sendable {
         let identity = APNsSigningIdentity(teamID: "BENCHTEAM1", keyID: "BENCHKEY01", key: key)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: brokerBinary)
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["BROKER_SIMULATOR_CONTROL_TOKEN": controlToken]
+        ) { $1 }
         process.arguments = [
             "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", work, "--key", "BENCHKEY01=\(work)/AuthKey.p8",
             "--benchmark", "--max-streams", "1000", "--log-level", "error",
@@ -105,7 +111,7 @@ final class SimulatorProcess: Sendable {
         return try await connection.send(
             [
                 HTTP2Header(":method", method), HTTP2Header(":scheme", "https"), HTTP2Header(":path", path),
-                HTTP2Header(":authority", "localhost"),
+                HTTP2Header(":authority", "localhost"), HTTP2Header("authorization", "Bearer \(Self.controlToken)"),
             ],
             body: body.map { ByteBuffer(string: $0) },
             deadline: .seconds(10)

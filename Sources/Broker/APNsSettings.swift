@@ -35,7 +35,7 @@ struct APNsFileSettings: Decodable {
 
     func setup(environmentMode: String?) throws -> APNsSetup {
         switch environmentMode ?? mode ?? "simulator" {
-        case "simulator": return .embeddedSimulator
+        case "simulator": return .embeddedSimulator()
         case "disabled": return .disabled
         case "apple":
             return .external(

@@ -176,7 +176,8 @@ struct BrokerSettings {
                 publicBaseURL: publicBaseURL,
                 maxBodySize: maxBodyBytes,
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
-                mediaDirectory: dataDirectory + "/media"
+                mediaDirectory: dataDirectory + "/media",
+                bcryptCost: bcryptCost
             ),
             apns: apns,
             push: push,

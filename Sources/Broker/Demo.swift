@@ -52,8 +52,12 @@ struct Demo: AsyncParsableCommand {
         let metrics = MetricsSetup()
         let store = try await settings.openStore(logger: logger, metrics: metrics.metrics)
         let seeded = try await seed(store, settings: settings)
+        var configuration = try settings.serverConfiguration()
+        // The demo's own simulator shows what it received, behind a token printed once; `serve`'s exposes nothing.
+        let controlToken = Self.randomToken()
+        if settings.apnsIsEmbedded { configuration.apns = .embeddedSimulator(controlToken: controlToken) }
         let app = try await buildApplication(
-            configuration: settings.serverConfiguration(),
+            configuration: configuration,
             store: store,
             logger: logger,
             metrics: metrics,
@@ -68,7 +72,7 @@ struct Demo: AsyncParsableCommand {
             case .plain: break
             }
         }
-        let progress = Task { await Self.showProgress(app, users: seeded.total) }
+        let progress = Task { await Self.showProgress(app, users: seeded.total, controlToken: controlToken) }
         defer { progress.cancel() }
         try await app.run()
     }
@@ -92,7 +96,7 @@ struct Demo: AsyncParsableCommand {
     }
 
     /// One line every two seconds while something changes: what came due, what was recorded and pushed.
-    static func showProgress(_ app: BrokerApplication, users: Int) async {
+    static func showProgress(_ app: BrokerApplication, users: Int, controlToken: String) async {
         let interactive = isatty(STDOUT_FILENO) == 1
         var last = ""
         var announced = false
@@ -100,7 +104,10 @@ struct Demo: AsyncParsableCommand {
             do { try await Task.sleep(for: .seconds(2)) } catch { return }
             if !announced, let port = app.simulator?.listeningPort {
                 announced = true
-                write("What APNs received: curl --http2 -k https://localhost:\(port)/_simulator/accepted\n")
+                write(
+                    "What APNs received: curl --http2 -k -H 'Authorization: Bearer \(controlToken)' "
+                        + "https://localhost:\(port)/_simulator/accepted\n"
+                )
             }
             let scheduler = app.scheduler?.statistics ?? SchedulerStatistics()
             let push = await app.pushGateway?.statistics ?? PushStatistics()
@@ -112,6 +119,11 @@ struct Demo: AsyncParsableCommand {
             last = line
             write(interactive ? "\r" + line + "   " : line + "\n")
         }
+    }
+
+    /// 128 random bits as hex, for a control token.
+    static func randomToken() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 
     /// Straight to the file descriptor: stdout is block-buffered when redirected.

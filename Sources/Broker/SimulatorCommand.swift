@@ -14,7 +14,9 @@ struct SimulatorCommand: AsyncParsableCommand {
         abstract: "Run a faithful APNs provider API simulator (TLS + HTTP/2, with or without ALPN).",
         discussion: """
             Control API on the same listener: GET/DELETE /_simulator/accepted, PUT /_simulator/faults,
-            PUT /_simulator/tokens/{token}, PUT /_simulator/stream-limit, POST /_simulator/goaway.
+            PUT /_simulator/tokens/{token}, PUT /_simulator/stream-limit, POST /_simulator/goaway. Each control
+            request needs Authorization: Bearer <token>, the token from BROKER_SIMULATOR_CONTROL_TOKEN or, without
+            it, one generated at start and printed once.
             """
     )
 
@@ -37,6 +39,9 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Flag(help: "Serve cleartext HTTP/2 with prior knowledge instead of TLS (for local load tools).")
     var plaintext = false
+
+    @Flag(help: "Turn the control API (/_simulator/) off.")
+    var noControl = false
 
     func run() async throws {
         let settings = try BrokerSettings(options: common)
@@ -69,6 +74,16 @@ struct SimulatorCommand: AsyncParsableCommand {
             )
             tls = try files.serverConfiguration()
         }
+        var controlToken: String?
+        var generated = false
+        if !noControl {
+            let given = ProcessInfo.processInfo.environment["BROKER_SIMULATOR_CONTROL_TOKEN"] ?? ""
+            guard given.isEmpty || (16...200).contains(given.utf8.count) else {
+                throw ValidationError("BROKER_SIMULATOR_CONTROL_TOKEN must be 16-200 characters")
+            }
+            generated = given.isEmpty
+            controlToken = given.isEmpty ? Demo.randomToken() : given
+        }
         let simulator = APNsSimulator(
             configuration: APNsSimulatorConfiguration(
                 host: address.host,
@@ -77,7 +92,8 @@ struct SimulatorCommand: AsyncParsableCommand {
                 maxConcurrentStreams: maxStreams,
                 keys: keys,
                 allowedTopics: topic.isEmpty ? nil : Set(topic),
-                benchmarkMode: benchmark
+                benchmarkMode: benchmark,
+                controlToken: controlToken
             )
         )
         let port = try await simulator.start()
@@ -86,7 +102,9 @@ struct SimulatorCommand: AsyncParsableCommand {
             Data(
                 """
                 APNs simulator on \(scheme)://\(address.host):\(port) (\(keys.isEmpty ? "no provider-token keys: certificate mode" : "\(keys.count) key(s)")\
-                \(benchmark ? ", benchmark mode" : "")). Accepted pushes: \(scheme)://\(address.host):\(port)/_simulator/accepted
+                \(benchmark ? ", benchmark mode" : "")). Accepted pushes: \(scheme)://\(address.host):\(port)/_simulator/accepted\
+                \(controlToken == nil ? " (control API off)" : "")
+                \(generated ? "Control token (shown once): \(controlToken ?? "")\n" : "")
 
                 """.utf8
             )

@@ -132,9 +132,18 @@ struct APNsSimulatorModeTests {
         #expect(draws.first! > 0)
         let decoded = try JSONDecoder().decode(
             SimulatorFaults.self,
-            from: Data(#"{"latencyMilliseconds": 12.5, "latencySpread": -1}"#.utf8)
+            from: Data(#"{"latencyMilliseconds": 12.5, "latencySpread": 0.5}"#.utf8)
         )
-        #expect(decoded.latencyMilliseconds == 12.5 && decoded.latencySpread == 0)
+        #expect(decoded.latencyMilliseconds == 12.5 && decoded.latencySpread == 0.5)
+        // Out of range is an error, not a value clamped or a trap later.
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode(SimulatorFaults.self, from: Data(#"{"latencySpread": -1}"#.utf8))
+        }
+        // Even the largest spread cannot draw a delay past the bound.
+        faults.latencyMilliseconds = Double(SimulatorFaults.maximumDelayMilliseconds)
+        faults.latencySpread = SimulatorFaults.maximumLatencySpread
+        let extreme = (0..<2_000).map { _ in faults.answerDelay(using: &generator) }
+        #expect(extreme.allSatisfy { $0.isFinite && $0 <= Double(SimulatorFaults.maximumDelayMilliseconds) })
     }
 
     @Test("Benchmark mode holds its answers back by the simulated latency")

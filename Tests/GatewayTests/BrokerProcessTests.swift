@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Gateway
 import Synchronization
 import Testing
 
@@ -47,10 +48,15 @@ final class RunningBroker: @unchecked Sendable {
     private let lock = NSLock()
     private var collected = ""
 
+    /// The control token every `broker apns-simulator` the tests start is given.
+    static let controlToken = "test-control-token-0123456789"
+    static let controlAuthorization = HTTP2Header("authorization", "Bearer \(controlToken)")
+
     init(_ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = BrokerProcess.executable
         process.arguments = arguments
-        process.environment = ["BROKER_BCRYPT_COST": "4"].merging(environment) { $1 }
+        process.environment = ["BROKER_BCRYPT_COST": "4", "BROKER_SIMULATOR_CONTROL_TOKEN": Self.controlToken]
+            .merging(environment) { $1 }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

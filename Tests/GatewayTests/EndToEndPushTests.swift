@@ -15,13 +15,7 @@ struct EndToEndPushTests {
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "Alice's iPhone"}"#
             )
             #expect(registered.status == 204)
-            let sent = try await broker.send(
-                .POST,
-                "/SendPush",
-                user: "root",
-                headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                body: "command=send&impulse=acme-3&target=alice"
-            )
+            let sent = try await broker.sendPush("command=send&impulse=acme-3&target=alice")
             #expect(sent.status == 200)
             #expect(sent.text.contains("queued its push"))
             let simulator = try #require(broker.application.simulator)
@@ -79,13 +73,7 @@ struct EndToEndPushTests {
             }
             simulator.setToken(stale, .unregistered(since: Date().addingTimeInterval(60)))
             simulator.setToken(fresh, .unregistered(since: Date().addingTimeInterval(-3600)))
-            _ = try await broker.send(
-                .POST,
-                "/SendPush",
-                user: "root",
-                headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                body: "command=send&impulse=acme-1&target=alice"
-            )
+            _ = try await broker.sendPush("command=send&impulse=acme-1&target=alice")
             #expect(
                 try await eventually {
                     let devices = try await broker.send(.GET, "/v1/devices").json["devices"] as? [[String: Any]]
@@ -98,38 +86,115 @@ struct EndToEndPushTests {
     @Test("SendPush is for admins; its commands fill, clear, arm a failure and set a token; output is escaped")
     func adminCommands() async throws {
         try await TestBroker.run { broker in
-            let form = [("Content-Type", "application/x-www-form-urlencoded")]
             #expect(try await broker.send(.GET, "/SendPush").status == 403)
             let page = try await broker.send(.GET, "/SendPush", user: "root")
             #expect(page.status == 200 && page.headers["content-type"].first == "text/html; charset=utf-8")
             #expect(page.text.contains("<td>alice</td><td>12</td>"))
             #expect(
-                try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=fill").text
+                try await broker.sendPush("command=fill").text
                     .contains("all 12")
             )
             #expect(
-                try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=clear").text
+                try await broker.sendPush("command=clear").text
                     .contains("removed your 12")
             )
-            _ = try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=error")
+            _ = try await broker.sendPush("command=error")
             #expect(try await broker.send(.GET, "/CurrentImpulse", user: "root").status == 500)
             #expect(try await broker.send(.GET, "/CurrentImpulse", user: "root").status == 200)
             let token = String(repeating: "dd", count: 32)
-            let set = try await broker.send(
-                .POST,
-                "/SendPush",
-                user: "root",
-                headers: form,
-                body: "command=token&token=\(token)"
-            )
+            let set = try await broker.sendPush("command=token&token=\(token)")
             #expect(set.text.contains("dddd…dddd") && !set.text.contains(token))
             #expect(
-                try await broker.send(.POST, "/SendPush", user: "root", headers: form, body: "command=nope").status
+                try await broker.sendPush("command=nope").status
                     == 422
             )
             try await Fixture.addUser(broker.store, Fixture.acme, "<script>x</script>", "p")
             let escaped = try await broker.send(.GET, "/SendPush", user: "root")
             #expect(escaped.text.contains("&lt;script&gt;x&lt;/script&gt;") && !escaped.text.contains("<script>x"))
         }
+    }
+
+    @Test("SendPush refuses posts from other sites and without the page's token; the page forbids framing")
+    func crossSiteRequests() async throws {
+        try await TestBroker.run(plain: true) { broker in
+            let form = ("Content-Type", "application/x-www-form-urlencoded")
+            let page = try await broker.send(.GET, "/SendPush", user: "root")
+            #expect(page.headers["x-frame-options"].first == "DENY")
+            #expect(page.headers["content-security-policy"].first?.contains("frame-ancestors 'none'") == true)
+            #expect(page.headers["referrer-policy"].first == "no-referrer")
+            #expect(page.headers["strict-transport-security"].first == "max-age=31536000")
+            let token = try #require(TestBroker.csrfToken(in: page.text))
+            // What a cross-site form post carries: the admin's credentials, but another origin and no token.
+            let forged = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [form, ("Origin", "https://evil.example")],
+                body: "command=fill"
+            )
+            #expect(forged.status == 403)
+            let withToken = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [form, ("Origin", "https://evil.example")],
+                body: "command=fill&csrf=\(token)"
+            )
+            #expect(withToken.status == 403)
+            let fetchSite = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [form, ("Sec-Fetch-Site", "cross-site")],
+                body: "command=fill&csrf=\(token)"
+            )
+            #expect(fetchSite.status == 403)
+            let noToken = try await broker.send(.POST, "/SendPush", user: "root", headers: [form], body: "command=fill")
+            #expect(noToken.status == 403 && noToken.text.contains("csrf-token-invalid"))
+            let badToken = try await broker.send(
+                .POST,
+                "/SendPush",
+                user: "root",
+                headers: [form],
+                body: "command=fill&csrf=1.\(String(repeating: "0", count: 64))"
+            )
+            #expect(badToken.status == 403)
+            // Nothing was assigned by any of them.
+            let after = try await broker.send(.GET, "/SendPush", user: "root")
+            #expect(after.text.contains("<td>root</td><td>0</td>"))
+            // Another admin's token is not this admin's.
+            #expect(
+                try await broker.send(
+                    .POST,
+                    "/SendPush",
+                    user: "root",
+                    headers: [form, ("Origin", "https://127.0.0.1:\(broker.httpsPort)")],
+                    body: "command=fill&csrf=\(token)"
+                ).status == 200
+            )
+            // The plain listener (behind a TLS proxy) does not claim HSTS itself.
+            let plain = try await broker.send(.GET, "/health", user: nil, plain: true)
+            #expect(plain.headers["strict-transport-security"].isEmpty)
+        }
+    }
+}
+
+extension TestBroker {
+    /// The csrf token of a `/SendPush` page.
+    static func csrfToken(in page: String) -> String? {
+        page.firstMatch(of: /name="csrf" value="([0-9a-f.]+)"/).map { String($0.1) }
+    }
+
+    /// Posts a `/SendPush` form as root, with the token of a page just loaded.
+    func sendPush(_ body: String) async throws -> Reply {
+        let page = try await send(.GET, "/SendPush", user: "root")
+        let token = Self.csrfToken(in: page.text) ?? ""
+        return try await send(
+            .POST,
+            "/SendPush",
+            user: "root",
+            headers: [("Content-Type", "application/x-www-form-urlencoded")],
+            body: body + "&csrf=" + token
+        )
     }
 }

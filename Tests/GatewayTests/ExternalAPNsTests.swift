@@ -79,7 +79,14 @@ struct ExternalAPNsTests {
             try await post("/RegisterToken", "alice", "a", #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#)
                 == 204
         )
-        #expect(try await post("/SendPush", "ops", "o", "command=send&impulse=w1&target=alice", form: true) == 200)
+        var pageRequest = HTTPClientRequest(url: "https://127.0.0.1:\(port)/SendPush")
+        pageRequest.headers.add(name: "Authorization", value: "Basic " + Data("ops:o".utf8).base64EncodedString())
+        let page = try await client.execute(pageRequest, timeout: .seconds(10)).body.collect(upTo: 1 << 20)
+        let csrf = try #require(TestBroker.csrfToken(in: String(buffer: page)))
+        #expect(
+            try await post("/SendPush", "ops", "o", "command=send&impulse=w1&target=alice&csrf=\(csrf)", form: true)
+                == 200
+        )
         try await client.shutdown()
 
         var simulatorTLS = TLSConfiguration.makeClientConfiguration()
@@ -95,6 +102,7 @@ struct ExternalAPNsTests {
                 [
                     HTTP2Header(":method", "GET"), HTTP2Header(":scheme", "https"),
                     HTTP2Header(":path", "/_simulator/accepted"), HTTP2Header(":authority", "localhost"),
+                    RunningBroker.controlAuthorization,
                 ],
                 deadline: .seconds(5)
             )

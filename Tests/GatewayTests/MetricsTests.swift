@@ -44,13 +44,7 @@ struct MetricsTests {
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#
             )
             #expect(registered.status == 204)
-            let sent = try await broker.send(
-                .POST,
-                "/SendPush",
-                user: "root",
-                headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                body: "command=send&impulse=acme-5&target=alice"
-            )
+            let sent = try await broker.sendPush("command=send&impulse=acme-5&target=alice")
             #expect(sent.status == 200)
             let simulator = try #require(broker.application.simulator)
             #expect(try await eventually { simulator.accepted.count == 1 })
@@ -94,13 +88,7 @@ struct MetricsTests {
                 "/RegisterToken",
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "p"}"#
             )
-            _ = try await broker.send(
-                .POST,
-                "/SendPush",
-                user: "root",
-                headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                body: "command=send&impulse=acme-5&target=alice"
-            )
+            _ = try await broker.sendPush("command=send&impulse=acme-5&target=alice")
             let simulator = try #require(broker.application.simulator)
             #expect(try await eventually { simulator.accepted.count == 1 })
             // The gateway has the answer (and the pool its verified connection) a moment after the simulator.

@@ -45,7 +45,7 @@ struct SimulatorProcessTests {
             try await control.send(
                 [
                     HTTP2Header(":method", method), HTTP2Header(":scheme", "https"), HTTP2Header(":path", path),
-                    HTTP2Header(":authority", "localhost"),
+                    HTTP2Header(":authority", "localhost"), RunningBroker.controlAuthorization,
                 ],
                 body: body.map { ByteBuffer(string: $0) },
                 deadline: .seconds(5)

@@ -32,6 +32,11 @@ public struct Device: Sendable, Equatable {
         guard name.utf8.count <= 200 || name.count <= 200 else {
             throw EngineError(.invalidInput, "device name must be at most 200 characters")
         }
+        // A NUL used to cut the stored name short while the answer said 204; other controls do not belong in a
+        // name an app shows either.
+        guard !name.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) else {
+            throw EngineError(.invalidInput, "device name must not contain control characters")
+        }
         self.tenant = tenant
         self.topic = topic
         self.token = token

@@ -63,7 +63,7 @@ public func buildApplication(
         logger: logger
     )
     let registry = TokenRegistry(store: store, logger: logger, metrics: metrics.metrics)
-    let authenticator = Authenticator(store: store, cacheTTL: configuration.rest.credentialCacheTTL)
+    let authenticator = Authenticator(store: store, configuration: configuration.rest)
     let push = try await PushStack.make(
         configuration.apns,
         configuration: configuration.push,

@@ -8,8 +8,9 @@ import ServiceLifecycle
 public enum APNsSetup: Sendable {
     /// No push transport: deliveries are recorded, nothing is pushed.
     case disabled
-    /// The embedded default: an APNs simulator in this process, with a signing key generated at start.
-    case embeddedSimulator
+    /// The embedded default: an APNs simulator in this process, with a signing key generated at start. Its control
+    /// API (`/_simulator/`) is off unless a bearer token for it is given.
+    case embeddedSimulator(controlToken: String? = nil)
     /// Real APNs or an external simulator, with per-tenant signing identities and a default one.
     case external(
         endpoints: [APNsEnvironment: APNsEndpoint],
@@ -39,7 +40,7 @@ struct PushStack {
         switch setup {
         case .disabled:
             return PushStack(gateway: nil, transport: nil, simulator: nil)
-        case .embeddedSimulator:
+        case .embeddedSimulator(let controlToken):
             let identity = APNsSigningIdentity(
                 teamID: "SIMULATED1",
                 keyID: "SIMKEY0001",
@@ -48,13 +49,16 @@ struct PushStack {
             let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: ["localhost"])
             let certificate = try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem)
             let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
+            var serverTLS = TLSConfiguration.makeServerConfiguration(
+                certificateChain: [.certificate(certificate)],
+                privateKey: .privateKey(key)
+            )
+            serverTLS.cipherSuites = TLSFiles.aeadCipherSuites
             let running = APNsSimulator(
                 configuration: APNsSimulatorConfiguration(
-                    tls: .makeServerConfiguration(
-                        certificateChain: [.certificate(certificate)],
-                        privateKey: .privateKey(key)
-                    ),
-                    keys: [identity.keyID: identity.publicKey]
+                    tls: serverTLS,
+                    keys: [identity.keyID: identity.publicKey],
+                    controlToken: controlToken
                 )
             )
             let port = try await running.start()

@@ -75,7 +75,7 @@ public struct ServerConfiguration: Sendable {
         shutdownGracePeriod: Duration = .seconds(20),
         rest: RESTConfiguration = .init(),
         ledger: LedgerConfiguration = .init(),
-        apns: APNsSetup = .embeddedSimulator,
+        apns: APNsSetup = .embeddedSimulator(),
         push: PushGatewayConfiguration = .init(),
         scheduler: SchedulerConfiguration? = .init(),
         admin: AdminConfiguration? = nil

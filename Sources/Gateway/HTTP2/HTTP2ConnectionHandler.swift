@@ -15,6 +15,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         var maxConcurrentStreams: UInt32 = 1000
         var initialWindowSize: UInt32 = 1 << 20
         var maximumBodySize = 1 << 20
+        /// The header list a peer may send (announced as SETTINGS_MAX_HEADER_LIST_SIZE, enforced as it is decoded).
+        var maxHeaderListSize = 16 * 1024
     }
 
     private let configuration: Configuration
@@ -68,7 +70,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                     (NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, configuration.initialWindowSize),
                     (NGHTTP2_SETTINGS_ENABLE_PUSH, 0),
                 ],
-                maximumBodySize: configuration.maximumBodySize
+                limits: .init(
+                    maxHeaderListSize: configuration.maxHeaderListSize,
+                    maximumBodySize: configuration.maximumBodySize
+                )
             )
             flush()
         } catch {

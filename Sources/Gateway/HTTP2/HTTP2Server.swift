@@ -58,6 +58,9 @@ public struct HTTP2Server: Sendable {
         port: Int,
         tls: TLSConfiguration?,
         maxConcurrentStreams: UInt32 = 1000,
+        maxHeaderListSize: Int = 16 * 1024,
+        maximumBodySize: Int = 1 << 20,
+        idleTimeout: Duration? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         onConnection: @escaping @Sendable (HTTP2ServerConnection) -> Void = { _ in },
         onRequest: @escaping @Sendable (HTTP2ServerRequest, HTTP2ServerConnection) -> Void
@@ -77,7 +80,12 @@ public struct HTTP2Server: Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
                     let handler = HTTP2ConnectionHandler(
-                        configuration: .init(role: .server, maxConcurrentStreams: maxConcurrentStreams)
+                        configuration: .init(
+                            role: .server,
+                            maxConcurrentStreams: maxConcurrentStreams,
+                            maximumBodySize: maximumBodySize,
+                            maxHeaderListSize: maxHeaderListSize
+                        )
                     )
                     let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
                     let connection = HTTP2ServerConnection(handler: bound, channel: channel)
@@ -92,7 +100,15 @@ public struct HTTP2Server: Sendable {
                             connection
                         )
                     }
-                    try channel.pipeline.syncOperations.addHandler(handler)
+                    if let idleTimeout {
+                        // Silent connections (no byte in either direction) are closed, from the TCP accept on.
+                        let timeout = TimeAmount.nanoseconds(Int64(idleTimeout / .nanoseconds(1)))
+                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: timeout))
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        try channel.pipeline.syncOperations.addHandler(IdleCloser())
+                    } else {
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    }
                     onConnection(connection)
                 }
             }

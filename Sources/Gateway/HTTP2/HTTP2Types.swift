@@ -34,11 +34,20 @@ public struct HTTP2Message: Sendable {
     public var body: ByteBuffer
     /// A request whose body went past the engine's limit: `body` is empty, the request is to be refused.
     public var bodyTooLarge: Bool
+    /// A request whose header list went past the announced limit: only its pseudo-headers were kept, and it is to
+    /// be refused (431).
+    public var headersTooLarge: Bool
 
-    public init(headers: [HTTP2Header], body: ByteBuffer = ByteBuffer(), bodyTooLarge: Bool = false) {
+    public init(
+        headers: [HTTP2Header],
+        body: ByteBuffer = ByteBuffer(),
+        bodyTooLarge: Bool = false,
+        headersTooLarge: Bool = false
+    ) {
         self.headers = headers
         self.body = body
         self.bodyTooLarge = bodyTooLarge
+        self.headersTooLarge = headersTooLarge
     }
 
     /// The first value of a field.

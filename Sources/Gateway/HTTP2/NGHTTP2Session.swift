@@ -17,7 +17,18 @@ final class NGHTTP2Session {
     private struct InboundStream {
         var headers: [HTTP2Header] = []
         var body = ByteBuffer()
-        var oversized = false
+        /// The header list's size so far in HPACK's measure (name + value + 32 per field), counted as fields
+        /// arrive: a block is judged while it is decoded, not after it has been stored whole.
+        var headerListSize = 0
+        var headersTooLarge = false
+        /// Answered before its end (413, 431): what else arrives for it is discarded.
+        var answered = false
+    }
+
+    /// What one peer may make this side hold: a header list (HPACK's measure), and a message body.
+    struct Limits {
+        var maxHeaderListSize = 16 * 1024
+        var maximumBodySize = 1 << 20
     }
 
     // nghttp2 owns what this points to; `deinit` frees it.
@@ -25,27 +36,39 @@ final class NGHTTP2Session {
     private var inbound: [Int32: InboundStream] = [:]
     private var outboundBodies: [Int32: ByteBuffer] = [:]
     private var events: [HTTP2Event] = []
-    private let maximumBodySize: Int
+    /// Streams answered early whose peer may still be sending: reset (NO_ERROR) once the answer is out.
+    private var resetAfterAnswer: Set<Int32> = []
+    private let limits: Limits
     let role: Role
     private(set) var remoteSettingsSeen = false
 
-    /// Creates the session and queues the connection preface (client) and our SETTINGS.
-    init(role: Role, settings: [(id: nghttp2_settings_id, value: UInt32)], maximumBodySize: Int = 1 << 20) throws {
+    /// Creates the session and queues the connection preface (client) and our SETTINGS, which announce the
+    /// header list limit besides `settings`.
+    init(role: Role, settings: [(id: nghttp2_settings_id, value: UInt32)], limits: Limits = Limits()) throws {
         self.role = role
-        self.maximumBodySize = maximumBodySize
+        self.limits = limits
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
             throw HTTP2EngineError(.session, "cannot allocate nghttp2 callbacks")
         }
         defer { nghttp2_session_callbacks_del(callbacks) }
         Self.install(callbacks)
+        var option: OpaquePointer?
+        guard nghttp2_option_new(&option) == 0, let option else {
+            throw HTTP2EngineError(.session, "cannot allocate nghttp2 options")
+        }
+        defer { nghttp2_option_del(option) }
+        // A peer's header blocks are judged by this side (counted as they are decoded), not by nghttp2, which
+        // would only refuse them after storing them whole.
+        nghttp2_option_set_max_continuations(option, 8)
         let userData = Unmanaged.passUnretained(self).toOpaque()
         let created =
             role == .client
-            ? nghttp2_session_client_new(&session, callbacks, userData)
-            : nghttp2_session_server_new(&session, callbacks, userData)
+            ? nghttp2_session_client_new2(&session, callbacks, userData, option)
+            : nghttp2_session_server_new2(&session, callbacks, userData, option)
         guard created == 0, session != nil else { throw HTTP2EngineError(.session, "cannot create an nghttp2 session") }
-        try submitSettings(settings)
+        let headerListLimit = UInt32(clamping: limits.maxHeaderListSize)
+        try submitSettings(settings + [(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerListLimit)])
     }
 
     deinit {
@@ -168,9 +191,21 @@ final class NGHTTP2Session {
     }
 
     fileprivate func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard var stream = inbound.removeValue(forKey: streamID) else { return }
+        defer { inbound[streamID] = stream }
+        // Past the limit nothing more of the block is kept: an HPACK bomb (one byte on the wire naming a 4 KiB
+        // field in the dynamic table) costs a counter, not a copy.
+        guard !stream.headersTooLarge, !stream.answered else { return }
+        stream.headerListSize += name.count + value.count + 32
+        if stream.headerListSize > limits.maxHeaderListSize {
+            stream.headersTooLarge = true
+            // The pseudo-headers (which come first) stay, so the refusal names its request.
+            stream.headers.removeAll { !$0.name.hasPrefix(":") }
+            return
+        }
         // nghttp2 checks received names (HTTP messaging is on) and refuses upper-case ones, so the name is not
         // scanned again.
-        inbound[streamID, default: InboundStream()].headers.append(
+        stream.headers.append(
             HTTP2Header(
                 lowercased: String(decoding: name, as: UTF8.self),
                 String(decoding: value, as: UTF8.self)
@@ -183,16 +218,16 @@ final class NGHTTP2Session {
         // is not copied (copying it was 3% of the simulator's time).
         guard var stream = inbound.removeValue(forKey: streamID) else { return }
         defer { inbound[streamID] = stream }
-        guard !stream.oversized else { return }
-        if stream.body.readableBytes + bytes.count > maximumBodySize {
-            stream.oversized = true
+        guard !stream.answered else { return }
+        if stream.body.readableBytes + bytes.count > limits.maximumBodySize {
+            stream.answered = true
+            stream.body = ByteBuffer()
             if role == .server {
-                // A server answers it (413) at once, from the headers; the rest of the body is discarded.
+                // A server answers it (413) at once, from the headers, and then resets the stream so that the
+                // peer stops sending; what arrives meanwhile is discarded.
+                resetAfterAnswer.insert(streamID)
                 events.append(
-                    .message(
-                        streamID: streamID,
-                        HTTP2Message(headers: stream.headers, body: ByteBuffer(), bodyTooLarge: true)
-                    )
+                    .message(streamID: streamID, HTTP2Message(headers: stream.headers, bodyTooLarge: true))
                 )
             } else {
                 resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
@@ -207,12 +242,24 @@ final class NGHTTP2Session {
         let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch Int(header.type) {
         case Int(NGHTTP2_HEADERS.rawValue), Int(NGHTTP2_DATA.rawValue):
-            guard endStream, let stream = inbound.removeValue(forKey: header.stream_id), !stream.oversized else {
+            let streamID = header.stream_id
+            guard let index = inbound.index(forKey: streamID), !inbound.values[index].answered else { return }
+            if inbound.values[index].headersTooLarge {
+                // Answered (431) as soon as the block ends; a body that may follow is refused with a reset.
+                inbound.values[index].answered = true
+                inbound.values[index].body = ByteBuffer()
+                if role == .server {
+                    if !endStream { resetAfterAnswer.insert(streamID) }
+                    let headers = inbound.values[index].headers
+                    events.append(.message(streamID: streamID, HTTP2Message(headers: headers, headersTooLarge: true)))
+                } else {
+                    resetStream(streamID, errorCode: HTTP2ErrorCode.protocolError)
+                }
+                if endStream { inbound.remove(at: index) }
                 return
             }
-            events.append(
-                .message(streamID: header.stream_id, HTTP2Message(headers: stream.headers, body: stream.body))
-            )
+            guard endStream, let stream = inbound.removeValue(forKey: streamID) else { return }
+            events.append(.message(streamID: streamID, HTTP2Message(headers: stream.headers, body: stream.body)))
         case Int(NGHTTP2_SETTINGS.rawValue):
             if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
                 remoteSettingsSeen = true
@@ -232,9 +279,20 @@ final class NGHTTP2Session {
         }
     }
 
+    /// Our answer's last frame is out: a stream answered early is reset (NO_ERROR, RFC 9113 section 8.1) so the
+    /// peer stops sending a body nobody reads.
+    fileprivate func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
+        let header = frame.pointee.hd
+        guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
+            resetAfterAnswer.remove(header.stream_id) != nil
+        else { return }
+        resetStream(header.stream_id, errorCode: HTTP2ErrorCode.noError)
+    }
+
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         inbound[streamID] = nil
         outboundBodies[streamID] = nil
+        resetAfterAnswer.remove(streamID)
         events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
     }
 
@@ -329,6 +387,10 @@ final class NGHTTP2Session {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
             guard let frame else { return 0 }
             return NGHTTP2Session.notify(userData) { $0.frameReceived(frame) }
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
+            guard let frame else { return 0 }
+            return NGHTTP2Session.notify(userData) { $0.frameSent(frame) }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
             NGHTTP2Session.notify(userData) { $0.streamClosed(streamID, errorCode: errorCode) }

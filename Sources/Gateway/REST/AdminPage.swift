@@ -28,10 +28,11 @@ struct SendPushForm: Decodable {
     var impulse: String?
     var target: String?
     var token: String?
+    var csrf: String?
 }
 
 extension RESTAPI {
-    func addAdminRoutes(_ router: Router<BasicRequestContext>, scheme: String) {
+    func addAdminRoutes(_ router: Router<BrokerRequestContext>, scheme: String) {
         resource(
             router,
             "/SendPush",
@@ -43,6 +44,7 @@ extension RESTAPI {
                 },
                 .post: { request, _, caller in
                     try requireAdmin(caller)
+                    try requireSameOrigin(request, caller)
                     let buffer = try await request.body.collect(upTo: configuration.maxBodySize)
                     let form: SendPushForm
                     do {
@@ -51,6 +53,13 @@ extension RESTAPI {
                         throw Problem.badRequest(
                             "send the form fields command, impulse, target and token",
                             code: "malformed-body"
+                        )
+                    }
+                    guard csrf.isValid(form.csrf, tenant: caller.tenant.id, user: caller.user.id) else {
+                        throw Problem(
+                            .forbidden,
+                            "csrf-token-invalid",
+                            "the form's csrf token is missing or expired; load /SendPush again"
                         )
                     }
                     return try await adminPage(caller, message: try await run(form, caller))
@@ -62,6 +71,18 @@ extension RESTAPI {
     func requireAdmin(_ caller: Caller) throws {
         guard caller.user.isAdmin else {
             throw Problem(.forbidden, "admin-required", "this page is for the tenant's admins")
+        }
+    }
+
+    /// A browser says where a form came from (`Origin`, `Sec-Fetch-Site`): a post from another site is refused
+    /// before its token is looked at.
+    func requireSameOrigin(_ request: Request, _ caller: Caller) throws {
+        let site = request.headers[.secFetchSite]
+        let origin = request.headers[.origin]
+        let crossSite = site.map { $0 != "same-origin" && $0 != "none" } ?? false
+        let foreignOrigin = origin.map { $0 != caller.baseURL } ?? false
+        guard !crossSite, !foreignOrigin else {
+            throw Problem(.forbidden, "cross-origin", "this form accepts posts from its own page only")
         }
     }
 
@@ -146,6 +167,8 @@ extension RESTAPI {
         let catalog = impulses.map {
             "<tr><td>\(html($0.id.rawValue))</td><td>\(html($0.language))</td><td>\(html($0.title))</td><td>\($0.lifeArea.rawValue)</td></tr>"
         }.joined(separator: "\n")
+        let token = html(csrf.token(tenant: tenant.id, user: caller.user.id))
+        let csrfField = "<input type=\"hidden\" name=\"csrf\" value=\"\(token)\">"
         let options = impulses.map { "<option>\(html($0.id.rawValue))</option>" }.joined()
         let targets = users.map { "<option>\(html($0.username))</option>" }.joined()
         let page = """
@@ -155,24 +178,38 @@ extension RESTAPI {
             <h2>Users</h2><table border="1"><tr><th>user</th><th>impulses</th><th>tokens</th></tr>
             \(rows)</table>
             <h2>Commands</h2>
-            <form method="post"><input type="hidden" name="command" value="send">
+            <form method="post">\(csrfField)<input type="hidden" name="command" value="send">
             Send <select name="impulse">\(options)</select> to <select name="target">\(targets)</select> now
             <button>send</button></form>
-            <form method="post"><input type="hidden" name="command" value="fill"><button>fill</button> give me every impulse</form>
-            <form method="post"><input type="hidden" name="command" value="clear"><button>clear</button> remove my impulses</form>
-            <form method="post"><input type="hidden" name="command" value="error"><button>error</button>
+            <form method="post">\(csrfField)<input type="hidden" name="command" value="fill"><button>fill</button> give me every impulse</form>
+            <form method="post">\(csrfField)<input type="hidden" name="command" value="clear"><button>clear</button> remove my impulses</form>
+            <form method="post">\(csrfField)<input type="hidden" name="command" value="error"><button>error</button>
             make my next CurrentImpulse fail with 500</form>
-            <form method="post"><input type="hidden" name="command" value="token">
+            <form method="post">\(csrfField)<input type="hidden" name="command" value="token">
             <input name="token" size="64"> <button>token</button> set my device token</form>
             <h2>Catalog</h2><table border="1"><tr><th>id</th><th>language</th><th>title</th><th>life area</th></tr>
             \(catalog)</table></body></html>
             """
-        return Response(
-            status: .ok,
-            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(string: page))
-        )
+        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
+        headers.append(contentsOf: Self.pageProtection)
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
     }
+
+    /// The page runs no script, loads nothing, posts only to itself and is never framed.
+    static let pageProtection: HTTPFields = [
+        .contentSecurityPolicy: "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        .xFrameOptions: "DENY",
+        .referrerPolicy: "no-referrer",
+        .xContentTypeOptions: "nosniff",
+    ]
+}
+
+extension HTTPField.Name {
+    // The names are valid tokens, so the failable initialiser cannot fail.
+    static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+    static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+    static let strictTransportSecurity = HTTPField.Name("Strict-Transport-Security")!
 }
 
 /// Escapes text for HTML element content and attribute values.

@@ -4,20 +4,32 @@ import HTTPTypes
 import HummingbirdBcrypt
 import Logging
 import NIOPosix
+import Synchronization
 
 /// HTTP Basic authentication against bcrypt hashes, with a short-lived cache of verified credentials.
 public final class Authenticator: Sendable {
     private let store: any BrokerStore
     private let cache: CredentialCache
     private let realm: String
-    /// Verified when the username is unknown, so that a wrong username costs as long as a wrong password.
+    /// Verified when the username is unknown, so that a wrong username costs as long as a wrong password: made at
+    /// the cost new passwords get.
     private let decoyHash: String
+    private let verifier: PasswordVerifier
+    private let throttle: Mutex<LoginThrottle>
+    private let failureDelay: Duration
 
-    public init(store: any BrokerStore, cacheTTL: Duration, realm: String = "Impulse Broker") {
+    public convenience init(store: any BrokerStore, cacheTTL: Duration, realm: String = "Impulse Broker") {
+        self.init(store: store, configuration: RESTConfiguration(credentialCacheTTL: cacheTTL), realm: realm)
+    }
+
+    public init(store: any BrokerStore, configuration: RESTConfiguration, realm: String = "Impulse Broker") {
         self.store = store
-        self.cache = CredentialCache(ttl: cacheTTL)
+        self.cache = CredentialCache(ttl: configuration.credentialCacheTTL)
         self.realm = realm
-        self.decoyHash = Bcrypt.hash("decoy-\(UInt64.random(in: .min ... .max))", cost: 10)
+        self.decoyHash = Bcrypt.hash("decoy-\(UInt64.random(in: .min ... .max))", cost: configuration.bcryptCost)
+        self.verifier = PasswordVerifier(capacity: configuration.verificationQueue)
+        self.throttle = Mutex(LoginThrottle(policy: configuration.loginThrottle))
+        self.failureDelay = configuration.loginThrottle.failureDelay
     }
 
     /// The bcrypt hash to store for a new password (run off the cooperative pool: it is deliberately slow).
@@ -25,21 +37,56 @@ public final class Authenticator: Sendable {
         try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
     }
 
-    /// The enabled user behind an `Authorization: Basic` header, or a 401/403 problem.
-    func authenticate(_ header: String?, tenant: Tenant, logger: Logger) async throws -> User {
+    /// The cost the stand-in hash for unknown usernames was made with.
+    var decoyCost: Int? { Int(decoyHash.split(separator: "$").dropFirst().dropFirst().first ?? "") }
+
+    /// The enabled user behind an `Authorization: Basic` header, or a 401/403/429/503 problem. `address` is the
+    /// client's (nil where it is not known, as behind a proxy): failed attempts are throttled per username and
+    /// per address.
+    func authenticate(_ header: String?, tenant: Tenant, address: String? = nil, logger: Logger) async throws -> User {
         guard let header, let (username, password) = Self.parseBasic(header) else {
             throw unauthorized("credentials are required")
         }
         if let user = cache.lookup(tenant: tenant.id, username: username, password: password) {
             return try enabled(user)
         }
-        let user = try await store.user(tenant: tenant.id, username: username)
-        let hash = user?.passwordHash ?? decoyHash
-        let valid = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
-        guard valid, let user else {
-            logger.notice("authentication failed", metadata: ["tenant.id": "\(tenant.id)"])
+        let key = LoginThrottle.UsernameKey(tenant: tenant.id, username: username)
+        let (verdict, trusted) = throttle.withLock {
+            ($0.admit(key, address: address, now: .now), $0.isTrusted(key, address: address, now: .now))
+        }
+        guard case .proceed(let slowFailure) = verdict else {
+            if case .refuse(let retryAfter) = verdict {
+                logger.notice("login refused: too many failed attempts", metadata: ["tenant.id": "\(tenant.id)"])
+                throw Problem.retryLater(
+                    .tooManyRequests,
+                    "too-many-attempts",
+                    "too many failed logins; try again later",
+                    after: retryAfter
+                )
+            }
             throw unauthorized("wrong username or password")
         }
+        let user = try await store.user(tenant: tenant.id, username: username)
+        let valid: Bool
+        do {
+            // A user's known address may use the queue's reserve: an attack elsewhere does not lock them out.
+            valid = try await verifier.verify(password, hash: user?.passwordHash ?? decoyHash, reserved: trusted)
+        } catch let overloaded as PasswordVerifier.Overloaded {
+            logger.warning("login refused: the password check queue is full")
+            throw Problem.retryLater(
+                .serviceUnavailable,
+                "overloaded",
+                "the server is busy checking passwords; try again shortly",
+                after: overloaded.retryAfter
+            )
+        }
+        guard valid, let user else {
+            logger.notice("authentication failed", metadata: ["tenant.id": "\(tenant.id)"])
+            // A guesser that waits for its answers gets them slowly; one that does not is refused soon.
+            if slowFailure { try await Task.sleep(for: failureDelay) }
+            throw unauthorized("wrong username or password")
+        }
+        throttle.withLock { $0.succeeded(key, address: address, now: .now) }
         cache.store(user: user, password: password)
         return try enabled(user)
     }

@@ -44,6 +44,17 @@ public struct Problem: Error, HTTPResponseError, Sendable {
     static func notFound(_ detail: String = "no such resource") -> Problem {
         Problem(.notFound, "not-found", detail)
     }
+
+    /// A 429 or 503 with `Retry-After` in whole seconds (at least one).
+    static func retryLater(
+        _ status: HTTPResponse.Status,
+        _ code: String,
+        _ detail: String,
+        after: Duration
+    ) -> Problem {
+        let seconds = max(1, Int((Double(after.components.seconds) + 0.999).rounded(.down)))
+        return Problem(status, code, detail, headers: [.retryAfter: String(seconds)])
+    }
 }
 
 /// RFC 9457 members.

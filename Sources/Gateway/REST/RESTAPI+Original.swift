@@ -5,7 +5,7 @@ import Hummingbird
 
 extension RESTAPI {
     /// `GET /CurrentImpulse` and `POST /RegisterToken`, byte-compatible with the first system.
-    func addOriginalRoutes(_ router: Router<BasicRequestContext>, scheme: String) {
+    func addOriginalRoutes(_ router: Router<BrokerRequestContext>, scheme: String) {
         resource(
             router,
             "/CurrentImpulse",

@@ -28,7 +28,7 @@ struct ReminderList: Encodable {
 }
 
 extension RESTAPI {
-    func remind(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    func remind(_ request: Request, _ context: BrokerRequestContext, _ caller: Caller) async throws -> Response {
         let id: ImpulseID
         do { id = try ImpulseID(context.parameters.get("impulse") ?? "") } catch { throw Problem.notFound() }
         let body = try await decode(ReminderRequest.self, from: request)
@@ -55,12 +55,13 @@ extension RESTAPI {
         return response
     }
 
-    func listReminders(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    func listReminders(_ request: Request, _ context: BrokerRequestContext, _ caller: Caller) async throws -> Response {
         let reminders = try await store.reminders(tenant: caller.tenant.id, user: caller.user.id)
         return try Representation.response(ReminderList(reminders: reminders.map(ReminderView.init)), for: request)
     }
 
-    func deleteReminder(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response {
+    func deleteReminder(_ request: Request, _ context: BrokerRequestContext, _ caller: Caller) async throws -> Response
+    {
         guard let id = context.parameters.get("reminder").flatMap(Int64.init),
             try await store.deleteReminder(tenant: caller.tenant.id, user: caller.user.id, id: id)
         else { throw Problem(.notFound, "not-found", "no such reminder") }

@@ -5,7 +5,7 @@ import Hummingbird
 
 extension RESTAPI {
     /// The versioned API under `/v1`.
-    func addVersionedRoutes(_ router: Router<BasicRequestContext>, scheme: String) {
+    func addVersionedRoutes(_ router: Router<BrokerRequestContext>, scheme: String) {
         resource(router, "/v1/impulses", scheme: scheme, [.get: listImpulses])
         resource(
             router,
@@ -58,7 +58,7 @@ extension RESTAPI {
 
     private func listImpulses(
         _ request: Request,
-        _ context: BasicRequestContext,
+        _ context: BrokerRequestContext,
         _ caller: Caller
     ) async throws -> Response {
         let limit = Int(
@@ -99,7 +99,7 @@ extension RESTAPI {
 
     private func impulse(
         _ request: Request,
-        _ context: BasicRequestContext,
+        _ context: BrokerRequestContext,
         _ caller: Caller,
         mark: DeliveryMark.Kind?
     ) async throws -> Response {
@@ -116,7 +116,7 @@ extension RESTAPI {
         )
     }
 
-    private func profile(_ request: Request, _ context: BasicRequestContext, _ caller: Caller) async throws -> Response
+    private func profile(_ request: Request, _ context: BrokerRequestContext, _ caller: Caller) async throws -> Response
     {
         let unread = try await ledger.unreadCount(tenant: caller.tenant.id, user: caller.user.id)
         return try Representation.response(
@@ -127,7 +127,7 @@ extension RESTAPI {
 
     private func updatePreferences(
         _ request: Request,
-        _ context: BasicRequestContext,
+        _ context: BrokerRequestContext,
         _ caller: Caller
     ) async throws -> Response {
         let update = try await decode(PreferencesUpdate.self, from: request)
@@ -153,7 +153,7 @@ extension RESTAPI {
 
     private func putDevice(
         _ request: Request,
-        _ context: BasicRequestContext,
+        _ context: BrokerRequestContext,
         _ caller: Caller
     ) async throws -> Response {
         let text = context.parameters.get("token") ?? ""
@@ -182,7 +182,7 @@ extension RESTAPI {
 
     private func deleteDevice(
         _ request: Request,
-        _ context: BasicRequestContext,
+        _ context: BrokerRequestContext,
         _ caller: Caller
     ) async throws -> Response {
         let text = context.parameters.get("token") ?? ""
@@ -192,20 +192,21 @@ extension RESTAPI {
         return Response(status: .noContent)
     }
 
-    /// Media files are public: no tenant, no login, byte ranges supported.
-    func addMediaRoutes(_ router: Router<BasicRequestContext>) {
+    /// Media files are public: no tenant, no login, single byte ranges supported (`MediaFiles`).
+    func addMediaRoutes(_ router: Router<BrokerRequestContext>) {
         guard let folder = configuration.mediaDirectory else { return }
-        router.group("/media")
-            .add(
-                middleware: FileMiddleware(
-                    folder,
-                    urlBasePath: "/media",
-                    cacheControl: .init([
-                        (MediaType(type: .any), [CacheControl.CacheControlValue.public, .maxAge(3600)])
-                    ])
+        let media = MediaFiles(folder: folder)
+        router.get("/media/**") { request, context in try await media.respond(request, context: context) }
+        for method: HTTPRequest.Method in [.post, .put, .delete, .patch] {
+            router.on("/media/**", method: method) { request, _ -> Response in
+                throw Problem(
+                    .methodNotAllowed,
+                    "method-not-allowed",
+                    "\(request.method.rawValue) is not allowed here",
+                    headers: [.allow: "GET, HEAD"]
                 )
-            )
-            .get("**") { _, _ -> Response in throw Problem.notFound("no such media file") }
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The client REST API: the original endpoints and `/v1`, each under `/t/{tenant}/` and, for the default
 /// tenant, unprefixed. Routes authenticate, then talk to the ledger and the token registry.
@@ -18,6 +19,8 @@ public struct RESTAPI: Sendable {
     /// Answers a tenant admin's `GET /v1/admin/inspect`; nil when there is nothing to inspect.
     let inspector: Inspector?
     let failures = FailureInjector()
+    /// Tokens of the `/SendPush` forms.
+    let csrf = CSRFTokens()
     /// Encoded answers of `GET /CurrentImpulse`, reused while a user's page is unchanged.
     let representations = RepresentationCache()
 
@@ -52,14 +55,15 @@ public struct RESTAPI: Sendable {
         var baseURL: String
     }
 
-    typealias Handler = @Sendable (Request, BasicRequestContext, Caller) async throws -> Response
+    typealias Handler = @Sendable (Request, BrokerRequestContext, Caller) async throws -> Response
 
     /// Builds the router for one listener; `scheme` is what that listener speaks (for derived absolute URLs).
-    public func router(scheme: String) -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self, options: [.autoGenerateHeadEndpoints])
+    public func router(scheme: String) -> Router<BrokerRequestContext> {
+        let router = Router(context: BrokerRequestContext.self, options: [.autoGenerateHeadEndpoints])
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: ProblemMiddleware())
+        if scheme == "https" { router.add(middleware: StrictTransportSecurityMiddleware()) }
         router.get("/health") { _, _ in
             Response(
                 status: .ok,
@@ -76,7 +80,7 @@ public struct RESTAPI: Sendable {
 
     /// Registers an authenticated resource under both prefixes, with 405 + `Allow` for every other method.
     func resource(
-        _ router: Router<BasicRequestContext>,
+        _ router: Router<BrokerRequestContext>,
         _ path: String,
         scheme: String,
         _ handlers: [HTTPRequest.Method: Handler]
@@ -109,16 +113,31 @@ public struct RESTAPI: Sendable {
         }
     }
 
-    private func caller(_ request: Request, _ context: BasicRequestContext, scheme: String) async throws -> Caller {
+    private func caller(_ request: Request, _ context: BrokerRequestContext, scheme: String) async throws -> Caller {
         let segment = context.parameters.get("tenant")
         let tenant = try await tenants.resolve(segment)
+        // Behind the plain listener the peer is a proxy, whose address says nothing of the client.
+        let address = scheme == "https" ? context.remoteAddress.flatMap(Self.throttleKey) : nil
         let user = try await authenticator.authenticate(
             request.headers[.authorization],
             tenant: tenant,
+            address: address,
             logger: context.logger
         )
         let base = configuration.publicBaseURL ?? "\(scheme)://\(request.head.authority ?? "localhost")"
         return Caller(tenant: tenant, user: user, prefix: segment.map { "/t/\($0)" } ?? "", baseURL: base)
+    }
+
+    /// The part of a client's address that failed logins are counted under: the IPv4 address, or the /64 of an
+    /// IPv6 one (one subscriber's network has a whole /64 to choose from).
+    static func throttleKey(_ address: SocketAddress) -> String? {
+        switch address {
+        case .v4: return address.ipAddress
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0.prefix(8)) }
+            return bytes.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+        default: return nil
+        }
     }
 
     /// Reads and decodes a JSON body within the size limit; a syntax or type error is a 400 that names the member.
@@ -147,5 +166,18 @@ public struct RESTAPI: Sendable {
             )
         }
         return number
+    }
+}
+
+/// Tells browsers to use HTTPS only for this host for a year (the TLS listener's answers).
+struct StrictTransportSecurityMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[.strictTransportSecurity] = "max-age=31536000"
+        return response
     }
 }

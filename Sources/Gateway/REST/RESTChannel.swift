@@ -29,7 +29,7 @@ struct RESTChannel: ServerChildChannel {
 
     let sslContext: NIOSSLContext
     let http1: HTTP1Channel
-    let router: RouterResponder<BasicRequestContext>
+    let router: RouterResponder<BrokerRequestContext>
     let idleTimeout: Duration
     /// After GOAWAY, how long streams in progress may take before the connection is closed anyway.
     let gracefulCloseTimeout: Duration
@@ -41,7 +41,7 @@ struct RESTChannel: ServerChildChannel {
     init(
         tls: TLSConfiguration,
         http1: HTTP1Channel,
-        router: RouterResponder<BasicRequestContext>,
+        router: RouterResponder<BrokerRequestContext>,
         idleTimeout: Duration,
         gracefulCloseTimeout: Duration = .seconds(10),
         maxConcurrentStreams: UInt32 = 100,
@@ -117,17 +117,29 @@ struct RESTChannel: ServerChildChannel {
             configuration: .init(
                 role: .server,
                 maxConcurrentStreams: maxConcurrentStreams,
-                maximumBodySize: maximumBodySize
+                maximumBodySize: maximumBodySize,
+                maxHeaderListSize: maxHeaderListSize
             )
         )
         let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
         let router = router
         let limit = maxHeaderListSize
         let executor = EventLoopTaskExecutor(channel.eventLoop)
-        handler.onRequest = { streamID, message, _ in
+        let work = NIOLoopBound(StreamWork(limit: Int(maxConcurrentStreams)), eventLoop: channel.eventLoop)
+        handler.onEvent = { event in
+            // A stream the client reset (or that closed before its answer) takes its request's work with it.
+            if case .streamClosed(let streamID, _) = event { work.value.streamClosed(streamID) }
+        }
+        handler.onRequest = { streamID, message, handler in
+            // A request's work counts against the stream limit until its task ends, not until its stream closes:
+            // resetting streams does not buy a client more work than the limit (rapid reset).
+            guard work.value.hasRoom else {
+                handler.resetStream(streamID, errorCode: HTTP2ErrorCode.refusedStream)
+                return
+            }
             // Each request runs as its own task, on the connection's event loop thread (and so does the actor code
             // it calls, unless the actor is busy elsewhere): no thread hop to start it or to answer.
-            Task(executorPreference: executor) {
+            let task = Task(executorPreference: executor) {
                 let (headers, body) = await Self.respond(
                     to: message,
                     router: router,
@@ -136,7 +148,9 @@ struct RESTChannel: ServerChildChannel {
                     logger: logger
                 )
                 bound.respond(streamID: streamID, headers: HTTP2HeaderBlock(headers), body: body)
+                work.finished(streamID)
             }
+            work.value.started(streamID, task)
         }
         let timeout = TimeAmount.nanoseconds(Int64(idleTimeout / .nanoseconds(1)))
         try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: timeout))
@@ -148,7 +162,7 @@ struct RESTChannel: ServerChildChannel {
     /// response, anything else a 500.
     static func respond(
         to message: HTTP2Message,
-        router: RouterResponder<BasicRequestContext>,
+        router: RouterResponder<BrokerRequestContext>,
         channel: any Channel,
         maxHeaderListSize: Int,
         logger: Logger
@@ -157,11 +171,11 @@ struct RESTChannel: ServerChildChannel {
         let parsed = Self.request(from: message)
         let head = parsed ?? HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")
         let request = Request(head: head, body: RequestBody(buffer: message.body))
-        let context = BasicRequestContext(source: .init(channel: channel, logger: logger))
+        let context = BrokerRequestContext(source: .init(channel: channel, logger: logger))
         var response: Response
         do {
             let headerListSize = message.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
-            if headerListSize > maxHeaderListSize {
+            if message.headersTooLarge || headerListSize > maxHeaderListSize {
                 throw Problem(
                     .init(code: 431, reasonPhrase: "Request Header Fields Too Large"),
                     "headers-too-large",
@@ -265,6 +279,50 @@ struct CollectingWriter: ResponseBodyWriter {
     }
 
     consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
+
+/// The requests of one HTTP/2 connection whose tasks are still running, by stream. Used on the connection's event
+/// loop only.
+final class StreamWork {
+    private var tasks: [Int32: Task<Void, Never>] = [:]
+    private var open: Set<Int32> = []
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Whether another request may start: cancelled requests whose tasks have not ended yet still count.
+    var hasRoom: Bool { tasks.count < limit }
+    var running: Int { tasks.count }
+
+    func started(_ streamID: Int32, _ task: Task<Void, Never>) {
+        tasks[streamID] = task
+        open.insert(streamID)
+    }
+
+    /// The stream closed: its answer was sent (the task is ending anyway) or the client reset it (nobody will
+    /// read the answer, so the work stops).
+    func streamClosed(_ streamID: Int32) {
+        guard open.remove(streamID) != nil else { return }
+        tasks[streamID]?.cancel()
+    }
+
+    func finished(_ streamID: Int32) {
+        tasks[streamID] = nil
+        open.remove(streamID)
+    }
+}
+
+extension NIOLoopBound where Value == StreamWork {
+    /// Records the end of a request's task from wherever it ended.
+    func finished(_ streamID: Int32) {
+        if eventLoop.inEventLoop {
+            value.finished(streamID)
+        } else {
+            eventLoop.execute { self.value.finished(streamID) }
+        }
+    }
 }
 
 /// Closes an HTTP/2 connection that has been silent for the idle timeout.

@@ -18,6 +18,13 @@ public struct RESTConfiguration: Sendable {
     /// Reminders a user may have pending, and how far ahead one may be set.
     public var maximumPendingReminders: Int
     public var reminderHorizon: Duration
+    /// The cost of new password hashes; an unknown username is checked against a stand-in hash of this cost, so
+    /// it takes as long as a wrong password.
+    public var bcryptCost: UInt8
+    /// bcrypt checks waiting for a thread at most; more are refused with 503.
+    public var verificationQueue: Int
+    /// When failed logins slow down and are refused, per username and per client address.
+    var loginThrottle = LoginThrottle.Policy()
 
     public init(
         publicBaseURL: String? = nil,
@@ -28,7 +35,9 @@ public struct RESTConfiguration: Sendable {
         originalTokenEnvironment: APNsEnvironment = .production,
         mediaDirectory: String? = nil,
         maximumPendingReminders: Int = 20,
-        reminderHorizon: Duration = .seconds(30 * 86_400)
+        reminderHorizon: Duration = .seconds(30 * 86_400),
+        bcryptCost: UInt8 = 12,
+        verificationQueue: Int = 64
     ) {
         self.publicBaseURL = publicBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.maxBodySize = maxBodySize
@@ -39,5 +48,7 @@ public struct RESTConfiguration: Sendable {
         self.mediaDirectory = mediaDirectory
         self.maximumPendingReminders = max(1, maximumPendingReminders)
         self.reminderHorizon = reminderHorizon
+        self.bcryptCost = min(31, max(4, bcryptCost))
+        self.verificationQueue = max(1, verificationQueue)
     }
 }

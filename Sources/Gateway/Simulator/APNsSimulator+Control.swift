@@ -10,6 +10,8 @@ extension APNsSimulator {
     ///   "since": <epoch seconds>}`;
     /// - `PUT /_simulator/stream-limit`: `{"limit": N}`, announced on every connection;
     /// - `POST /_simulator/goaway`: `{"reason": "Shutdown"}` on every connection.
+    ///
+    /// Every control request carries `Authorization: Bearer <controlToken>`; bad input gets a problem answer.
     func handleControl(_ request: HTTP2ServerRequest) {
         let message = request.message
         let target = message[":path"] ?? ""
@@ -33,7 +35,23 @@ extension APNsSimulator {
             )
         }
         func problem(_ status: Int, _ detail: String) {
-            json(status, ["error": detail])
+            let title = [400: "Bad Request", 401: "Unauthorized", 404: "Not Found"][status] ?? "Error"
+            let data =
+                (try? JSONSerialization.data(
+                    withJSONObject: ["type": "about:blank", "title": title, "status": status, "detail": detail],
+                    options: [.sortedKeys]
+                )) ?? Data()
+            request.respond(
+                status: status,
+                headers: [HTTP2Header("content-type", "application/problem+json")],
+                body: ByteBuffer(bytes: data)
+            )
+        }
+        guard let expected = configuration.controlToken,
+            let presented = message["authorization"].flatMap(Self.bearerToken),
+            Self.constantTimeEqual(presented, expected)
+        else {
+            return problem(401, "the control API needs Authorization: Bearer <the simulator's control token>")
         }
         switch (method, path) {
         case ("GET", "/_simulator/accepted"):
@@ -58,18 +76,33 @@ extension APNsSimulator {
         case ("PUT", "/_simulator/faults"):
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .secondsSince1970
-            guard let faults = try? decoder.decode(SimulatorFaults.self, from: body) else {
+            let faults: SimulatorFaults
+            do {
+                faults = try decoder.decode(SimulatorFaults.self, from: body)
+            } catch let DecodingError.dataCorrupted(context) {
+                return problem(400, context.debugDescription)
+            } catch let DecodingError.typeMismatch(_, context) {
+                let member = context.codingPath.map(\.stringValue).joined(separator: ".")
+                return problem(400, "\(member.isEmpty ? "the body" : member) has the wrong type")
+            } catch {
                 return problem(400, "body must be a faults object")
             }
             setFaults(faults)
             request.respond(status: 204)
         case ("PUT", let path) where path.hasPrefix("/_simulator/tokens/"):
             let token = String(path.dropFirst("/_simulator/tokens/".count))
+            guard (1...200).contains(token.utf8.count), token.utf8.allSatisfy({ $0 < 0x80 && $0 > 0x20 }) else {
+                return problem(400, "the token must be 1-200 printable ASCII characters")
+            }
             let tokenState: SimulatedTokenState
             switch object["state"] as? String {
             case "valid": tokenState = .valid
             case "unregistered":
-                let since = (object["since"] as? Double).map { Date(timeIntervalSince1970: $0) } ?? now()
+                let seconds = object["since"] as? Double
+                if let seconds, !(seconds.isFinite && (0...1e11).contains(seconds)) {
+                    return problem(400, "since must be epoch seconds")
+                }
+                let since = seconds.map { Date(timeIntervalSince1970: $0) } ?? now()
                 tokenState = .unregistered(since: since)
             case "otherTopic": tokenState = .otherTopic
             case "otherEnvironment": tokenState = .otherEnvironment
@@ -84,10 +117,28 @@ extension APNsSimulator {
             setStreamLimit(UInt32(limit))
             request.respond(status: 204)
         case ("POST", "/_simulator/goaway"):
-            goAwayAll(reason: object["reason"] as? String ?? "Shutdown")
+            let reason = object["reason"] as? String ?? "Shutdown"
+            guard (1...100).contains(reason.utf8.count), reason.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+                return problem(400, "reason must be 1-100 letters and digits")
+            }
+            goAwayAll(reason: reason)
             request.respond(status: 204)
         default:
             problem(404, "unknown control path")
         }
+    }
+
+    /// The token of an `Authorization: Bearer <token>` field (the scheme in any case, RFC 9110 section 11.1).
+    static func bearerToken(_ field: String) -> String? {
+        let parts = field.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return parts[1].trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Compares in time that depends on the lengths only.
+    static func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
+        let (a, b) = (Array(lhs.utf8), Array(rhs.utf8))
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }

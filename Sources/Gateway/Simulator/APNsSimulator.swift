@@ -22,6 +22,11 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var benchmarkMode: Bool
     /// Accepted pushes kept for inspection (the oldest are dropped beyond it; the count goes on).
     public var recordLimit: Int
+    /// The bearer token `/_simulator/` control requests must carry; nil turns the control API off (its paths are
+    /// then answered like any unknown path). Anyone who can reach the port could otherwise change its faults.
+    public var controlToken: String?
+    /// Connections that stay silent this long are closed (APNs closes idle connections too).
+    public var idleTimeout: Duration
 
     public init(
         host: String = "127.0.0.1",
@@ -31,7 +36,9 @@ public struct APNsSimulatorConfiguration: Sendable {
         keys: [String: P256.Signing.PublicKey] = [:],
         allowedTopics: Set<String>? = nil,
         benchmarkMode: Bool = false,
-        recordLimit: Int = 100_000
+        recordLimit: Int = 100_000,
+        controlToken: String? = nil,
+        idleTimeout: Duration = .seconds(300)
     ) {
         self.host = host
         self.port = port
@@ -41,6 +48,8 @@ public struct APNsSimulatorConfiguration: Sendable {
         self.allowedTopics = allowedTopics
         self.benchmarkMode = benchmarkMode
         self.recordLimit = recordLimit
+        self.controlToken = controlToken
+        self.idleTimeout = idleTimeout
     }
 }
 
@@ -70,18 +79,74 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
 
     public init() {}
 
-    /// Every member is optional in JSON; a missing one keeps its default.
+    /// The largest delay or median latency, in milliseconds (ten minutes): a push's deadline is far below it.
+    public static let maximumDelayMilliseconds = 600_000
+    /// The largest latency spread: at 4, the 99th percentile is already 11,000 times the median.
+    public static let maximumLatencySpread = 4.0
+    /// The largest fault counter.
+    public static let maximumCount = 1_000_000
+
+    /// Every member is optional in JSON; a missing one keeps its default. A value out of its range is an error
+    /// that names the member: nothing a client sends may make the simulator trap later.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        delayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .delayMilliseconds) ?? 0
-        hangNext = try container.decodeIfPresent(Int.self, forKey: .hangNext) ?? 0
-        refuseNext = try container.decodeIfPresent(Int.self, forKey: .refuseNext) ?? 0
-        dropNext = try container.decodeIfPresent(Int.self, forKey: .dropNext) ?? 0
+        func integer(_ key: CodingKeys, _ range: ClosedRange<Int>) throws -> Int {
+            guard let value = try container.decodeIfPresent(Int.self, forKey: key) else { return 0 }
+            guard range.contains(value) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key,
+                    in: container,
+                    debugDescription: "\(key.stringValue) must be \(range.lowerBound)-\(range.upperBound)"
+                )
+            }
+            return value
+        }
+        func real(_ key: CodingKeys, _ upperBound: Double) throws -> Double {
+            guard let value = try container.decodeIfPresent(Double.self, forKey: key) else { return 0 }
+            guard value.isFinite, value >= 0, value <= upperBound else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key,
+                    in: container,
+                    debugDescription: "\(key.stringValue) must be a number from 0 to \(upperBound)"
+                )
+            }
+            return value
+        }
+        delayMilliseconds = try integer(.delayMilliseconds, 0...Self.maximumDelayMilliseconds)
+        hangNext = try integer(.hangNext, 0...Self.maximumCount)
+        refuseNext = try integer(.refuseNext, 0...Self.maximumCount)
+        dropNext = try integer(.dropNext, 0...Self.maximumCount)
+        deadTokenPercent = try integer(.deadTokenPercent, 0...100)
+        latencyMilliseconds = try real(.latencyMilliseconds, Double(Self.maximumDelayMilliseconds))
+        latencySpread = try real(.latencySpread, Self.maximumLatencySpread)
         goAwayReason = try container.decodeIfPresent(String.self, forKey: .goAwayReason)
-        unavailableUntil = try container.decodeIfPresent(Date.self, forKey: .unavailableUntil)
-        deadTokenPercent = min(100, max(0, try container.decodeIfPresent(Int.self, forKey: .deadTokenPercent) ?? 0))
-        latencyMilliseconds = max(0, try container.decodeIfPresent(Double.self, forKey: .latencyMilliseconds) ?? 0)
-        latencySpread = max(0, try container.decodeIfPresent(Double.self, forKey: .latencySpread) ?? 0)
+        if let reason = goAwayReason,
+            reason.utf8.count > 100 || reason.contains(where: { $0 == "\"" || $0 == "\\" })
+                || reason.unicodeScalars.contains(where: { $0.value < 0x20 })
+        {
+            throw DecodingError.dataCorruptedError(
+                forKey: .goAwayReason,
+                in: container,
+                debugDescription: "goAwayReason must be at most 100 bytes, without quotes, backslashes or controls"
+            )
+        }
+        let until = try container.decodeIfPresent(Double.self, forKey: .unavailableUntil)
+        if let until {
+            guard until.isFinite, (0...1e11).contains(until) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .unavailableUntil,
+                    in: container,
+                    debugDescription: "unavailableUntil must be epoch seconds"
+                )
+            }
+            unavailableUntil = Date(timeIntervalSince1970: until)
+        }
+    }
+
+    /// A delay in milliseconds as a NIO time amount, clamped to the bound (never a trapping conversion).
+    static func timeAmount(milliseconds: Double) -> TimeAmount {
+        let bounded = milliseconds.isFinite ? min(max(0, milliseconds), Double(maximumDelayMilliseconds)) : 0
+        return .nanoseconds(Int64(bounded * 1e6))
     }
 
     /// How long an answer waits, in milliseconds: the fixed delay plus a latency drawn from the log-normal
@@ -97,7 +162,9 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
             }
             delay += latencyMilliseconds * Foundation.exp(latencySpread * normal)
         }
-        return delay
+        // A drawn latency can be far out in the tail (or infinite): no answer waits longer than the bound.
+        return delay.isFinite
+            ? min(delay, Double(Self.maximumDelayMilliseconds)) : Double(Self.maximumDelayMilliseconds)
     }
 }
 
@@ -120,6 +187,11 @@ public final class APNsSimulator: Sendable {
         var goAwayLastStream: [ObjectIdentifier: Int32] = [:]
     }
 
+    /// What one request may carry: APNs' own requests need a few hundred bytes of headers and at most 5 KiB of
+    /// payload; larger ones are refused (431, 413 PayloadTooLarge) without being stored whole.
+    static let maxHeaderListSize = 16 * 1024
+    static let maximumBodySize = 64 * 1024
+
     let configuration: APNsSimulatorConfiguration
     let state = Mutex(State())
     private let server = Mutex<HTTP2Server?>(nil)
@@ -141,6 +213,9 @@ public final class APNsSimulator: Sendable {
             port: configuration.port,
             tls: configuration.tls,
             maxConcurrentStreams: initialLimit,
+            maxHeaderListSize: Self.maxHeaderListSize,
+            maximumBodySize: Self.maximumBodySize,
+            idleTimeout: configuration.idleTimeout,
             onConnection: { [weak self] connection in
                 guard let self else { return }
                 self.state.withLock { $0.connections[ObjectIdentifier(connection.channel)] = connection }
@@ -214,8 +289,21 @@ public final class APNsSimulator: Sendable {
 
     private func handle(_ request: HTTP2ServerRequest, _ connection: HTTP2ServerConnection) {
         let message = request.message
-        if message[":path"]?.hasPrefix("/_simulator/") == true {
+        if configuration.controlToken != nil, message[":path"]?.hasPrefix("/_simulator/") == true {
             handleControl(request)
+            return
+        }
+        // Refused by the engine before they were stored whole: a body past its limit is Apple's 413, a header list
+        // past the announced limit a 431.
+        if message.bodyTooLarge || message.headersTooLarge {
+            state.withLock { $0.rejectedCount += 1 }
+            let (status, body) =
+                message.bodyTooLarge ? (413, Self.reasonBody("PayloadTooLarge", timestamp: nil)) : (431, nil)
+            request.respond(
+                status: status,
+                headers: body == nil ? [] : [HTTP2Header("content-type", "application/json")],
+                body: body
+            )
             return
         }
         if configuration.benchmarkMode {
@@ -246,7 +334,7 @@ public final class APNsSimulator: Sendable {
                 ]
             }
             if delay > 0 {
-                request.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e6))) {
+                request.eventLoop.scheduleTask(in: SimulatorFaults.timeAmount(milliseconds: delay)) {
                     request.respond(status: status, headers: headers, body: body)
                 }
             } else {
@@ -353,7 +441,7 @@ public final class APNsSimulator: Sendable {
             }
         }
         if delay > 0 {
-            request.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e6))) { execute() }
+            request.eventLoop.scheduleTask(in: SimulatorFaults.timeAmount(milliseconds: delay)) { execute() }
         } else {
             execute()
         }

@@ -55,6 +55,13 @@ public struct TLSFiles: Sendable {
     }
 
     /// A server TLS configuration offering `h2` and `http/1.1` through ALPN.
+    /// TLS 1.2 suites offered: ECDHE with AEAD ciphers only, as HTTP/2 requires (RFC 9113 section 9.2.2); TLS 1.3
+    /// suites are all AEAD.
+    public static let aeadCipherSuites = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    ].joined(separator: ":")
+
     public func serverConfiguration() throws -> TLSConfiguration {
         do {
             let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map {
@@ -66,6 +73,7 @@ public struct TLSFiles: Sendable {
                 privateKey: .privateKey(key)
             )
             configuration.minimumTLSVersion = .tlsv12
+            configuration.cipherSuites = Self.aeadCipherSuites
             configuration.applicationProtocols = ["h2", "http/1.1"]
             return configuration
         } catch {

@@ -1,0 +1,80 @@
+import AsyncHTTPClient
+import Foundation
+import Testing
+
+@Suite("Small holes found by an attacker", .timeLimit(.minutes(2)))
+struct SmallDefectTests {
+    /// Runs `openssl s_client` for one TLS 1.2 handshake with one cipher suite; returns whether it completed.
+    static func handshake(port: Int, cipher: String) throws -> (Bool, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = [
+            "s_client", "-connect", "127.0.0.1:\(port)", "-tls1_2", "-cipher", cipher, "-alpn", "h2",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus == 0 && text.contains("Cipher is \(cipher)"), text)
+    }
+
+    @Test("TLS 1.2 offers AEAD suites only: CBC suites are refused, GCM ones negotiate h2")
+    func aeadOnly() async throws {
+        try await TestBroker.run { broker in
+            for cbc in ["ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA"] {
+                let (done, output) = try Self.handshake(port: broker.httpsPort, cipher: cbc)
+                #expect(!done, "\(output.suffix(600))")
+            }
+            let (done, output) = try Self.handshake(port: broker.httpsPort, cipher: "ECDHE-ECDSA-AES128-GCM-SHA256")
+            #expect(done, "\(output.suffix(600))")
+            #expect(output.contains("ALPN protocol: h2"))
+        }
+    }
+
+    @Test("A control character in DeviceName is refused with 422 and nothing is stored")
+    func controlCharactersInNames() async throws {
+        try await TestBroker.run { broker in
+            let token = String(repeating: "5a", count: 32)
+            for name in ["bad\\u0000name", "tab\\there", "bell\\u0007"] {
+                let reply = try await broker.send(
+                    .POST,
+                    "/RegisterToken",
+                    headers: [("Content-Type", "application/json")],
+                    body: #"{"DeviceToken": "\#(token)", "DeviceName": "\#(name)"}"#
+                )
+                #expect(reply.status == 422, "\(name): \(reply.status) \(reply.text)")
+                #expect(reply.text.contains("control characters"))
+            }
+            let devices = try await broker.send(.GET, "/v1/devices").json["devices"] as? [[String: Any]]
+            #expect(devices?.isEmpty == true)
+            let fine = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "Zoë's iPhone ✓"}"#
+            )
+            #expect(fine.status == 204)
+        }
+    }
+
+    @Test("The operator listener takes the bearer scheme in any case")
+    func bearerSchemeCase() async throws {
+        try await TestBroker.run(adminToken: "operator-secret") { broker in
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            var statuses: [Int] = []
+            for authorization in [
+                "Bearer operator-secret", "bearer operator-secret", "BEARER  operator-secret",
+                "bearer operator-secreT", "Basic b3BlcmF0b3Itc2VjcmV0", nil,
+            ] {
+                var request = HTTPClientRequest(url: "http://127.0.0.1:\(broker.adminPort ?? 0)/inspect")
+                if let authorization { request.headers.add(name: "Authorization", value: authorization) }
+                statuses.append(Int(try await client.execute(request, timeout: .seconds(10)).status.code))
+            }
+            try await client.shutdown()
+            #expect(statuses == [200, 200, 200, 401, 401, 401])
+        }
+    }
+}
