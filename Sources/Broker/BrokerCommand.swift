@@ -52,7 +52,7 @@ struct Serve: AsyncParsableCommand {
         let metrics = MetricsSetup()
         let store = try await settings.openStore(logger: logger, metrics: metrics.metrics)
         let app = try await buildApplication(
-            configuration: settings.serverConfiguration(),
+            configuration: settings.serverConfiguration(logger: logger),
             store: store,
             logger: logger,
             metrics: metrics,

@@ -41,6 +41,10 @@ struct ConfigFile: Decodable {
     var pushBatchSize: Int?
     var adminListen: String?
     var adminToken: String?
+    var maxConnections: Int?
+    var maxConnectionsPerAddress: Int?
+    var handshakeTimeoutSeconds: Int?
+    var firstRequestTimeoutSeconds: Int?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -63,6 +67,7 @@ struct BrokerSettings {
     var shutdownGraceSeconds: Int
     var push: PushGatewayConfiguration
     var admin: AdminConfiguration?
+    var connectionLimits: ConnectionLimits
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -158,12 +163,33 @@ struct BrokerSettings {
             throw ValidationError("pushBatchSize (\(batch)) must not exceed pushesInFlight (\(inFlight))")
         }
         push = PushGatewayConfiguration(workers: inFlight, batchSize: batch)
+        connectionLimits = ConnectionLimits(
+            maxConnections: try number("BROKER_MAX_CONNECTIONS", file.maxConnections, 10_000, 1...1_000_000),
+            maxConnectionsPerAddress: try number(
+                "BROKER_MAX_CONNECTIONS_PER_ADDRESS",
+                file.maxConnectionsPerAddress,
+                1_000,
+                1...1_000_000
+            ),
+            handshakeTimeout: .seconds(
+                try number("BROKER_HANDSHAKE_TIMEOUT_SECONDS", file.handshakeTimeoutSeconds, 10, 1...300)
+            ),
+            firstRequestTimeout: .seconds(
+                try number("BROKER_FIRST_REQUEST_TIMEOUT_SECONDS", file.firstRequestTimeoutSeconds, 30, 1...600)
+            )
+        )
         let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
         apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)
     }
 
-    func serverConfiguration() -> ServerConfiguration {
-        ServerConfiguration(
+    /// The server's configuration; with `logger`, the process's open-file limit is raised first and the
+    /// connection limit fitted to it.
+    func serverConfiguration(logger: Logger? = nil) -> ServerConfiguration {
+        var limits = connectionLimits
+        if let logger {
+            limits = OpenFileLimit.fitted(limits, softLimit: OpenFileLimit.raise(logger: logger), logger: logger)
+        }
+        return ServerConfiguration(
             dataDirectory: dataDirectory,
             listen: listen,
             plainListen: plainListen,
@@ -171,6 +197,7 @@ struct BrokerSettings {
             tlsPrivateKeyPath: tlsPrivateKey,
             selfSignedHostnames: tlsHostnames,
             defaultTenant: defaultTenant,
+            connectionLimits: limits,
             shutdownGracePeriod: .seconds(shutdownGraceSeconds),
             rest: RESTConfiguration(
                 publicBaseURL: publicBaseURL,

@@ -52,7 +52,7 @@ struct Demo: AsyncParsableCommand {
         let metrics = MetricsSetup()
         let store = try await settings.openStore(logger: logger, metrics: metrics.metrics)
         let seeded = try await seed(store, settings: settings)
-        var configuration = try settings.serverConfiguration()
+        var configuration = settings.serverConfiguration(logger: logger)
         // The demo's own simulator shows what it received, behind a token printed once; `serve`'s exposes nothing.
         let controlToken = Self.randomToken()
         if settings.apnsIsEmbedded { configuration.apns = .embeddedSimulator(controlToken: controlToken) }

@@ -84,6 +84,11 @@ struct SimulatorCommand: AsyncParsableCommand {
             generated = given.isEmpty
             controlToken = given.isEmpty ? Demo.randomToken() : given
         }
+        let limits = OpenFileLimit.fitted(
+            settings.connectionLimits,
+            softLimit: OpenFileLimit.raise(logger: logger),
+            logger: logger
+        )
         let simulator = APNsSimulator(
             configuration: APNsSimulatorConfiguration(
                 host: address.host,
@@ -93,7 +98,8 @@ struct SimulatorCommand: AsyncParsableCommand {
                 keys: keys,
                 allowedTopics: topic.isEmpty ? nil : Set(topic),
                 benchmarkMode: benchmark,
-                controlToken: controlToken
+                controlToken: controlToken,
+                connectionLimits: limits
             )
         )
         let port = try await simulator.start()

@@ -371,3 +371,62 @@ struct PasswordAttackTests {
 enum Demo {
     static let users = ["anna", "ben", "chen", "dora", "eli"]
 }
+
+@Suite("Connections that never speak", .timeLimit(.minutes(2)))
+struct SilentConnectionTests {
+    static let limits = [
+        "BROKER_MAX_CONNECTIONS_PER_ADDRESS": "20", "BROKER_HANDSHAKE_TIMEOUT_SECONDS": "1",
+        "BROKER_FIRST_REQUEST_TIMEOUT_SECONDS": "3",
+    ]
+
+    /// `count` TCP connections from 127.0.0.2 that send nothing at all.
+    static func silent(_ count: Int, port: Int) async throws -> [RawHTTP2Client] {
+        var connections: [RawHTTP2Client] = []
+        for _ in 0..<count {
+            connections.append(
+                try await RawHTTP2Client.connect(port: port, preface: false, tls: false, from: "127.0.0.2")
+            )
+        }
+        return connections
+    }
+
+    @Test("The broker closes them: beyond an address's share at once, the rest when the handshake is overdue")
+    func broker() async throws {
+        let target = try await AttackTarget.start(environment: Self.limits)
+        defer { _ = target.stop() }
+        // The soft open-file limit was raised to the hard one at start.
+        let limits = try String(
+            contentsOfFile: "/proc/\(target.process.process.processIdentifier)/limits",
+            encoding: .utf8
+        )
+        let files = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let numbers = files.split(separator: " ").compactMap { Int($0) }
+        #expect(numbers.count == 2 && numbers[0] == numbers[1], "\(files)")
+
+        let connections = try await Self.silent(300, port: target.port)
+        // 280 of them are over 127.0.0.2's share of 20 and are closed as soon as they are accepted.
+        #expect(try await eventually(seconds: 10) { connections.count { $0.isClosed } >= 280 })
+        // Meanwhile a client from another address is served.
+        #expect(try await target.legitimateRequestSucceeds())
+        // The other 20 never send a ClientHello: closed once the handshake deadline (1 s) has passed.
+        #expect(try await eventually(seconds: 10) { connections.allSatisfy(\.isClosed) })
+        // A connection that completes its handshake and then says nothing is closed after the first-request deadline.
+        let quiet = try await RawHTTP2Client.connect(port: target.port, preface: false)
+        #expect(!quiet.isClosed)
+        #expect(try await eventually(seconds: 15) { quiet.isClosed })
+        #expect(try await target.legitimateRequestSucceeds())
+    }
+
+    @Test("The APNs simulator closes them too")
+    func simulator() async throws {
+        let data = TestBroker.temporaryDirectory()
+        let simulator = try RunningBroker(
+            ["apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error"],
+            environment: Self.limits
+        )
+        defer { _ = simulator.stop() }
+        let port = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#), "\(simulator.output)")
+        let connections = try await Self.silent(40, port: port)
+        #expect(try await eventually(seconds: 10) { connections.allSatisfy(\.isClosed) })
+    }
+}

@@ -158,7 +158,8 @@ public func buildApplication(
             idleTimeout: configuration.idleTimeout,
             gracefulCloseTimeout: configuration.gracefulCloseTimeout,
             maximumBodySize: configuration.rest.maxBodySize + 1,
-            maxHeaderListSize: configuration.maxHeaderListSize
+            maxHeaderListSize: configuration.maxHeaderListSize,
+            connectionLimits: configuration.connectionLimits
         )
     }
     let https = Application(

@@ -47,6 +47,8 @@ public struct ServerConfiguration: Sendable {
     /// How long a closing connection may take to finish its requests on shutdown.
     public var gracefulCloseTimeout: Duration
     public var idleTimeout: Duration
+    /// The HTTPS listener's connection bounds and handshake deadlines.
+    public var connectionLimits: ConnectionLimits
     /// How long a graceful shutdown (SIGTERM) may take before what is left is cancelled.
     public var shutdownGracePeriod: Duration
     public var rest: RESTConfiguration
@@ -72,6 +74,7 @@ public struct ServerConfiguration: Sendable {
         changeFeedInterval: Duration = .seconds(1),
         gracefulCloseTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(120),
+        connectionLimits: ConnectionLimits = ConnectionLimits(),
         shutdownGracePeriod: Duration = .seconds(20),
         rest: RESTConfiguration = .init(),
         ledger: LedgerConfiguration = .init(),
@@ -92,6 +95,7 @@ public struct ServerConfiguration: Sendable {
         self.changeFeedInterval = changeFeedInterval
         self.gracefulCloseTimeout = gracefulCloseTimeout
         self.idleTimeout = idleTimeout
+        self.connectionLimits = connectionLimits
         self.shutdownGracePeriod = shutdownGracePeriod
         self.rest = rest
         self.ledger = ledger

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -61,6 +62,8 @@ public struct HTTP2Server: Sendable {
         maxHeaderListSize: Int = 16 * 1024,
         maximumBodySize: Int = 1 << 20,
         idleTimeout: Duration? = nil,
+        connectionLimits: ConnectionLimits? = nil,
+        logger: Logger = Logger(label: "http2-server", factory: { _ in SwiftLogNoOpLogHandler() }),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         onConnection: @escaping @Sendable (HTTP2ServerConnection) -> Void = { _ in },
         onRequest: @escaping @Sendable (HTTP2ServerRequest, HTTP2ServerConnection) -> Void
@@ -70,6 +73,7 @@ public struct HTTP2Server: Sendable {
             configuration.applicationProtocols = ["h2"]
             return try NIOSSLContext(configuration: configuration)
         }
+        let counter = connectionLimits.map { ConnectionCounter(limits: $0, name: "http2") }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -78,6 +82,11 @@ public struct HTTP2Server: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
+                    if let counter {
+                        try channel.pipeline.syncOperations.addHandler(
+                            ConnectionGuard(counter: counter, logger: logger)
+                        )
                     }
                     let handler = HTTP2ConnectionHandler(
                         configuration: .init(

@@ -117,7 +117,7 @@ public struct RESTAPI: Sendable {
         let segment = context.parameters.get("tenant")
         let tenant = try await tenants.resolve(segment)
         // Behind the plain listener the peer is a proxy, whose address says nothing of the client.
-        let address = scheme == "https" ? context.remoteAddress.flatMap(Self.throttleKey) : nil
+        let address = scheme == "https" ? context.remoteAddress.flatMap(ClientAddress.key) : nil
         let user = try await authenticator.authenticate(
             request.headers[.authorization],
             tenant: tenant,
@@ -126,18 +126,6 @@ public struct RESTAPI: Sendable {
         )
         let base = configuration.publicBaseURL ?? "\(scheme)://\(request.head.authority ?? "localhost")"
         return Caller(tenant: tenant, user: user, prefix: segment.map { "/t/\($0)" } ?? "", baseURL: base)
-    }
-
-    /// The part of a client's address that failed logins are counted under: the IPv4 address, or the /64 of an
-    /// IPv6 one (one subscriber's network has a whole /64 to choose from).
-    static func throttleKey(_ address: SocketAddress) -> String? {
-        switch address {
-        case .v4: return address.ipAddress
-        case .v6(let v6):
-            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0.prefix(8)) }
-            return bytes.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
-        default: return nil
-        }
     }
 
     /// Reads and decodes a JSON body within the size limit; a syntax or type error is a 400 that names the member.

@@ -37,6 +37,8 @@ struct RESTChannel: ServerChildChannel {
     let maximumBodySize: Int
     /// The header list limit HTTP/1.1 enforces too, in HPACK's measure (name + value + 32 per field).
     let maxHeaderListSize: Int
+    /// The listener's connections: at most so many, each with a deadline for its handshake and first request.
+    let connections: ConnectionCounter
 
     init(
         tls: TLSConfiguration,
@@ -46,7 +48,8 @@ struct RESTChannel: ServerChildChannel {
         gracefulCloseTimeout: Duration = .seconds(10),
         maxConcurrentStreams: UInt32 = 100,
         maximumBodySize: Int = 1 << 20,
-        maxHeaderListSize: Int = 16 * 1024
+        maxHeaderListSize: Int = 16 * 1024,
+        connectionLimits: ConnectionLimits = ConnectionLimits()
     ) throws {
         var tls = tls
         tls.applicationProtocols = ["h2", "http/1.1"]
@@ -58,11 +61,13 @@ struct RESTChannel: ServerChildChannel {
         self.maxConcurrentStreams = maxConcurrentStreams
         self.maximumBodySize = maximumBodySize
         self.maxHeaderListSize = maxHeaderListSize
+        self.connections = ConnectionCounter(limits: connectionLimits, name: "https")
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+            try channel.pipeline.syncOperations.addHandler(ConnectionGuard(counter: connections, logger: logger))
             let negotiation = NIOTypedApplicationProtocolNegotiationHandler<Negotiated> { result, channel in
                 switch result {
                 case .negotiated("h2"):

@@ -27,6 +27,8 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var controlToken: String?
     /// Connections that stay silent this long are closed (APNs closes idle connections too).
     public var idleTimeout: Duration
+    /// How many connections, and how long a new one may take to finish its handshake and speak.
+    public var connectionLimits: ConnectionLimits
 
     public init(
         host: String = "127.0.0.1",
@@ -38,7 +40,8 @@ public struct APNsSimulatorConfiguration: Sendable {
         benchmarkMode: Bool = false,
         recordLimit: Int = 100_000,
         controlToken: String? = nil,
-        idleTimeout: Duration = .seconds(300)
+        idleTimeout: Duration = .seconds(300),
+        connectionLimits: ConnectionLimits = ConnectionLimits()
     ) {
         self.host = host
         self.port = port
@@ -50,6 +53,7 @@ public struct APNsSimulatorConfiguration: Sendable {
         self.recordLimit = recordLimit
         self.controlToken = controlToken
         self.idleTimeout = idleTimeout
+        self.connectionLimits = connectionLimits
     }
 }
 
@@ -216,6 +220,7 @@ public final class APNsSimulator: Sendable {
             maxHeaderListSize: Self.maxHeaderListSize,
             maximumBodySize: Self.maximumBodySize,
             idleTimeout: configuration.idleTimeout,
+            connectionLimits: configuration.connectionLimits,
             onConnection: { [weak self] connection in
                 guard let self else { return }
                 self.state.withLock { $0.connections[ObjectIdentifier(connection.channel)] = connection }

@@ -1,0 +1,181 @@
+import Logging
+import NIOCore
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// Bounds on a listener's connections, so that clients that connect and never speak cannot use up the process's
+/// file descriptors.
+public struct ConnectionLimits: Sendable {
+    /// Open connections on the listener at most; more are closed as soon as they are accepted.
+    public var maxConnections: Int
+    /// Open connections from one client address (IPv4 address, IPv6 /64) at most.
+    public var maxConnectionsPerAddress: Int
+    /// From accept to a completed TLS handshake.
+    public var handshakeTimeout: Duration
+    /// From accept to the first bytes after the handshake (a connection that never asks for anything).
+    public var firstRequestTimeout: Duration
+
+    public init(
+        maxConnections: Int = 10_000,
+        maxConnectionsPerAddress: Int = 1_000,
+        handshakeTimeout: Duration = .seconds(10),
+        firstRequestTimeout: Duration = .seconds(30)
+    ) {
+        self.maxConnections = max(1, maxConnections)
+        self.maxConnectionsPerAddress = max(1, maxConnectionsPerAddress)
+        self.handshakeTimeout = handshakeTimeout
+        self.firstRequestTimeout = firstRequestTimeout
+    }
+}
+
+/// A listener's open connections, in total and per client address; and how many it refused.
+final class ConnectionCounter: Sendable {
+    private struct State {
+        var total = 0
+        var perAddress: [String: Int] = [:]
+        var refused = 0
+        var lastWarning: ContinuousClock.Instant?
+    }
+
+    let limits: ConnectionLimits
+    let name: String
+    private let state = Mutex(State())
+
+    init(limits: ConnectionLimits, name: String) {
+        self.limits = limits
+        self.name = name
+    }
+
+    var open: Int { state.withLock { $0.total } }
+    var refused: Int { state.withLock { $0.refused } }
+
+    /// Counts a new connection, or refuses it (and says whether to log that now: once a minute at most).
+    func admit(_ address: String?) -> (admitted: Bool, warn: Bool) {
+        state.withLock { state in
+            let fromAddress = address.map { state.perAddress[$0, default: 0] } ?? 0
+            guard state.total < limits.maxConnections, fromAddress < limits.maxConnectionsPerAddress else {
+                state.refused += 1
+                let now = ContinuousClock.now
+                let warn = state.lastWarning.map { $0.duration(to: now) >= .seconds(60) } ?? true
+                if warn { state.lastWarning = now }
+                return (false, warn)
+            }
+            state.total += 1
+            if let address { state.perAddress[address, default: 0] += 1 }
+            return (true, false)
+        }
+    }
+
+    func release(_ address: String?) {
+        state.withLock { state in
+            state.total -= 1
+            guard let address, let count = state.perAddress[address] else { return }
+            state.perAddress[address] = count > 1 ? count - 1 : nil
+        }
+    }
+}
+
+/// Sits right behind the TLS handler of an accepted connection: refuses the connection when its listener or its
+/// address has no room, and closes it when its TLS handshake, or the first bytes after it, do not come in time.
+final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let counter: ConnectionCounter
+    private let logger: Logger
+    private var address: String?
+    private var counted = false
+    private var started = false
+    private var handshakeTimer: Scheduled<Void>?
+    private var firstRequestTimer: Scheduled<Void>?
+
+    init(counter: ConnectionCounter, logger: Logger) {
+        self.counter = counter
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard !started else { return }
+        started = true
+        address = context.channel.remoteAddress.flatMap(ClientAddress.key)
+        let (admitted, warn) = counter.admit(address)
+        guard admitted else {
+            if warn {
+                logger.warning(
+                    "refusing connections: the listener or one client address has no room",
+                    metadata: [
+                        "listener": "\(counter.name)", "connections.open": "\(counter.open)",
+                        "connections.refused": "\(counter.refused)",
+                    ]
+                )
+            }
+            context.close(promise: nil)
+            return
+        }
+        counted = true
+        let loop = context.eventLoop.assumeIsolated()
+        let channel = context.channel
+        handshakeTimer = loop.scheduleTask(in: Self.timeAmount(counter.limits.handshakeTimeout)) {
+            channel.close(promise: nil)
+        }
+        firstRequestTimer = loop.scheduleTask(in: Self.timeAmount(counter.limits.firstRequestTimeout)) {
+            channel.close(promise: nil)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent {
+            handshakeTimer?.cancel()
+            handshakeTimer = nil
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if let timer = firstRequestTimer {
+            timer.cancel()
+            firstRequestTimer = nil
+            // Without TLS (a cleartext listener) the first bytes end the handshake wait as well.
+            handshakeTimer?.cancel()
+            handshakeTimer = nil
+        }
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        handshakeTimer?.cancel()
+        firstRequestTimer?.cancel()
+        if counted {
+            counted = false
+            counter.release(address)
+        }
+        context.fireChannelInactive()
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(Int64(duration / .nanoseconds(1)))
+    }
+}
+
+/// The part of a client's address its connections and failed logins are counted under: an IPv4 address, or the
+/// /64 of an IPv6 one (one subscriber has a whole /64 to choose from).
+enum ClientAddress {
+    static func key(_ address: SocketAddress) -> String? {
+        switch address {
+        case .v4: return address.ipAddress
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0.prefix(8)) }
+            return bytes.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+        default: return nil
+        }
+    }
+}
