@@ -45,6 +45,7 @@ struct ConfigFile: Decodable {
     var maxConnectionsPerAddress: Int?
     var handshakeTimeoutSeconds: Int?
     var firstRequestTimeoutSeconds: Int?
+    var stallTimeoutSeconds: Int?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -176,7 +177,8 @@ struct BrokerSettings {
             ),
             firstRequestTimeout: .seconds(
                 try number("BROKER_FIRST_REQUEST_TIMEOUT_SECONDS", file.firstRequestTimeoutSeconds, 30, 1...600)
-            )
+            ),
+            stallTimeout: .seconds(try number("BROKER_STALL_TIMEOUT_SECONDS", file.stallTimeoutSeconds, 30, 1...3600))
         )
         let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
         apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)

@@ -430,3 +430,40 @@ struct SilentConnectionTests {
         #expect(try await eventually(seconds: 10) { connections.allSatisfy(\.isClosed) })
     }
 }
+
+@Suite("A client that never opens its window", .timeLimit(.minutes(2)))
+struct ZeroWindowTests {
+    @Test(
+        "Large answers stream as the window allows: a zero window holds little memory and is closed after the stall timeout"
+    )
+    func zeroWindow() async throws {
+        let target = try await AttackTarget.start(environment: ["BROKER_STALL_TIMEOUT_SECONDS": "3"])
+        defer { _ = target.stop() }
+        let file = [UInt8]((0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try Data(file).write(to: URL(fileURLWithPath: target.directory + "/media/big.bin"))
+        // Warm up: the file is served whole to a client with a normal window.
+        #expect(try await target.legitimateRequestSucceeds())
+        let before = try #require(target.usage)
+
+        let client = try await RawHTTP2Client.connect(port: target.port, preface: false)
+        var frames = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + RawHTTP2Client.settings([(0x4, 0)])
+        for index in 0..<25 {
+            frames += RawHTTP2Client.headers(
+                stream: UInt32(1 + 2 * index),
+                RawHTTP2Client.request("GET", "/media/big.bin")
+            )
+        }
+        try await client.send(frames + RawHTTP2Client.settingsAck)
+        // Every answer's headers come; no body can.
+        #expect(try await client.wait { $0.count { $0.type == RawHTTP2Client.Frame.headers } >= 25 })
+        #expect(client.statuses.values.allSatisfy { $0 == 200 })
+        try await Task.sleep(for: .seconds(1))
+        let during = try #require(target.usage)
+        // Before: the 25 answers were held whole, 100 MB.
+        #expect(during.resident - before.resident < 40 << 20, "grew \((during.resident - before.resident) >> 20) MiB")
+        #expect(try await target.legitimateRequestSucceeds())
+        // No progress for the stall timeout (3 s): GOAWAY and close.
+        #expect(try await eventually(seconds: 15) { client.isClosed }, "\(client.frames.suffix(3))")
+        #expect(client.frames.contains { $0.type == RawHTTP2Client.Frame.goAway && $0.errorCode == 0xb })
+    }
+}

@@ -49,6 +49,22 @@ struct MediaTests {
         }
     }
 
+    @Test("A file larger than one piece streams whole over HTTP/2 and HTTP/1.1", arguments: [false, true])
+    func largeFile(http1: Bool) async throws {
+        try await TestBroker.run(http1Only: http1) { broker in
+            let bytes = Data((0..<(3 << 20) + 17).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            try bytes.write(to: URL(fileURLWithPath: broker.directory + "/media/large.bin"))
+            let reply = try await broker.send(.GET, "/media/large.bin", user: nil)
+            #expect(reply.status == 200)
+            #expect(reply.body == bytes)
+            #expect(reply.headers["content-length"].first == String(bytes.count))
+            let head = try await broker.send(.HEAD, "/media/large.bin", user: nil)
+            #expect(head.headers["content-length"].first == String(bytes.count) && head.body.isEmpty)
+            let tail = try await broker.send(.GET, "/media/large.bin", user: nil, headers: [("Range", "bytes=-100000")])
+            #expect(tail.status == 206 && tail.body == bytes.suffix(100_000))
+        }
+    }
+
     @Test("The server picks the type and forbids sniffing and script")
     func types() async throws {
         try await TestBroker.run { broker in

@@ -142,7 +142,8 @@ struct TestBroker: Sendable {
             defaultTenant: Fixture.acme,
             changeFeedInterval: .milliseconds(20),
             shutdownGracePeriod: shutdownGracePeriod,
-            rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media"),
+            // The fixture's users have hashes of cost 4, and so has the stand-in for unknown usernames.
+            rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media", bcryptCost: 4),
             // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
             scheduler: scheduler,
             admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }

@@ -15,17 +15,22 @@ public struct ConnectionLimits: Sendable {
     public var handshakeTimeout: Duration
     /// From accept to the first bytes after the handshake (a connection that never asks for anything).
     public var firstRequestTimeout: Duration
+    /// HTTP/2: a connection whose client lets none of its queued answers out for this long (a window held at
+    /// zero) is closed.
+    public var stallTimeout: Duration
 
     public init(
         maxConnections: Int = 10_000,
         maxConnectionsPerAddress: Int = 1_000,
         handshakeTimeout: Duration = .seconds(10),
-        firstRequestTimeout: Duration = .seconds(30)
+        firstRequestTimeout: Duration = .seconds(30),
+        stallTimeout: Duration = .seconds(30)
     ) {
         self.maxConnections = max(1, maxConnections)
         self.maxConnectionsPerAddress = max(1, maxConnectionsPerAddress)
         self.handshakeTimeout = handshakeTimeout
         self.firstRequestTimeout = firstRequestTimeout
+        self.stallTimeout = stallTimeout
     }
 }
 

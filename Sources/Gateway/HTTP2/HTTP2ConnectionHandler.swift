@@ -1,5 +1,6 @@
 import CNGHTTP2
 import NIOCore
+import NIOPosix
 
 /// Drives one `NGHTTP2Session` from a SwiftNIO channel: one handler per connection, no child channel per stream.
 ///
@@ -17,6 +18,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         var maximumBodySize = 1 << 20
         /// The header list a peer may send (announced as SETTINGS_MAX_HEADER_LIST_SIZE, enforced as it is decoded).
         var maxHeaderListSize = 16 * 1024
+        /// Streaming answers: a writer waits while its stream has this much queued, or the connection `connectionBuffer`.
+        var streamBuffer = 256 * 1024
+        var connectionBuffer = 1 << 20
+        /// A connection with answers queued that the peer has let none of go out for this long is closed.
+        var stallTimeout: TimeAmount = .seconds(30)
     }
 
     private let configuration: Configuration
@@ -29,6 +35,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private var flushScheduled = false
     private var goingAway = false
     private var settingsReceived: EventLoopPromise<Void>?
+    /// Server side: writers of streaming answers waiting for room in their stream's or the connection's buffer.
+    private var roomWaiters: [Int32: EventLoopPromise<Void>] = [:]
+    private var stallCheck: Scheduled<Void>?
+    /// The channel's event loop, kept after the handler leaves the pipeline (late writers are failed on it).
+    private var eventLoop: (any EventLoop)?
     /// Server side: receives each request with a way to answer it (on this event loop).
     var onRequest: ((Int32, HTTP2Message, HTTP2ConnectionHandler) -> Void)?
     /// Every event, for owners that track settings, GOAWAY and closes.
@@ -42,6 +53,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.eventLoop = context.eventLoop
         if context.channel.isActive { start(context: context) }
     }
 
@@ -49,6 +61,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     /// it after removal would be a cycle that leaks both (seen under LeakSanitizer).
     func handlerRemoved(context: ChannelHandlerContext) {
         failAll(HTTP2EngineError(.connectionClosed, "the connection closed"))
+        stallCheck?.cancel()
+        stallCheck = nil
         self.context = nil
         session = nil
         onEvent = nil
@@ -102,6 +116,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     func channelInactive(context: ChannelHandlerContext) {
         failAll(HTTP2EngineError(.connectionClosed, "the connection closed"))
+        stallCheck?.cancel()
+        stallCheck = nil
         onEvent?(.connectionClosed)
         // The session goes (nghttp2_session_del) and the closures go: they may hold this handler, a cycle.
         session = nil
@@ -212,6 +228,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         guard let session else { return }
         do {
             try session.submitResponse(streamID: streamID, headers: headers, body: body)
+            if body != nil { startStallCheck() }
         } catch {
             session.resetStream(streamID, errorCode: HTTP2ErrorCode.internalError)
         }
@@ -233,6 +250,77 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     func resetStream(_ streamID: Int32, errorCode: UInt32) {
         session?.resetStream(streamID, errorCode: errorCode)
         flush()
+    }
+
+    /// Starts an answer whose body follows in parts (`writeBody`).
+    func startStreamingResponse(streamID: Int32, headers: HTTP2HeaderBlock) -> Bool {
+        guard let session else { return false }
+        do {
+            try session.submitStreamingResponse(streamID: streamID, headers: headers)
+        } catch {
+            session.resetStream(streamID, errorCode: HTTP2ErrorCode.internalError)
+            flushSoon()
+            return false
+        }
+        startStallCheck()
+        flushSoon()
+        return true
+    }
+
+    /// Adds to a streaming answer's body; the future completes when the writer may go on (its stream and the
+    /// connection have room again), and fails when the stream or connection is gone.
+    func writeBody(streamID: Int32, _ buffer: ByteBuffer, end: Bool) -> EventLoopFuture<Void> {
+        guard let session, let context else {
+            // Called on the loop by the writer's bound handler, so the loop is known even after removal.
+            let loop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
+            return loop.makeFailedFuture(HTTP2EngineError(.connectionClosed, "the connection closed"))
+        }
+        guard session.appendBody(streamID, buffer, end: end) else {
+            return context.eventLoop.makeFailedFuture(HTTP2EngineError(.streamReset, "the stream closed"))
+        }
+        flush()
+        if end || hasRoom(streamID) { return context.eventLoop.makeSucceededVoidFuture() }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        roomWaiters[streamID]?.fail(HTTP2EngineError(.session, "a second writer on one stream"))
+        roomWaiters[streamID] = promise
+        return promise.futureResult
+    }
+
+    private func hasRoom(_ streamID: Int32) -> Bool {
+        guard let session else { return true }
+        return (session.queuedBodyBytes(streamID) ?? 0) < configuration.streamBuffer
+            && session.queuedBodyBytes < configuration.connectionBuffer
+    }
+
+    /// Lets waiting writers go on whose stream and connection have room again, or whose stream is gone.
+    private func wakeWriters() {
+        guard !roomWaiters.isEmpty, let session else { return }
+        for (streamID, promise) in roomWaiters {
+            if session.queuedBodyBytes(streamID) == nil {
+                roomWaiters[streamID] = nil
+                promise.fail(HTTP2EngineError(.streamReset, "the stream closed"))
+            } else if hasRoom(streamID) {
+                roomWaiters[streamID] = nil
+                promise.succeed()
+            }
+        }
+    }
+
+    /// Closes a connection whose peer has let none of its queued answers out for the stall timeout (a zero
+    /// window held open): what it holds would otherwise stay until the connection closes.
+    private func startStallCheck() {
+        guard stallCheck == nil, let context else { return }
+        let interval = TimeAmount.nanoseconds(max(configuration.stallTimeout.nanoseconds / 4, 1_000_000))
+        stallCheck = context.eventLoop.assumeIsolated().scheduleTask(in: interval) { [weak self] in
+            guard let self else { return }
+            self.stallCheck = nil
+            guard let session = self.session, session.queuedBodyBytes > 0 else { return }
+            if NIODeadline.now() - session.lastBodyProgress > self.configuration.stallTimeout {
+                self.goAway(errorCode: HTTP2ErrorCode.enhanceYourCalm, debugData: "no progress", close: true)
+            } else {
+                self.startStallCheck()
+            }
+        }
     }
 
     /// Announces new SETTINGS (a server changing its stream limit at run time).
@@ -263,6 +351,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                     waiter.complete(.success(message))
                 }
             case .streamClosed(let streamID, let errorCode):
+                roomWaiters.removeValue(forKey: streamID)?.fail(
+                    HTTP2EngineError(.streamReset, errorCode: errorCode, "the stream closed")
+                )
                 if let waiter = pending.removeValue(forKey: streamID) {
                     let code: HTTP2EngineError.Code =
                         errorCode == HTTP2ErrorCode.refusedStream ? .notProcessed : .streamReset
@@ -294,6 +385,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             let events = try session.drainOutput(into: &buffer)
             if buffer.readableBytes > 0 { context.writeAndFlush(wrapOutboundOut(buffer), promise: nil) }
             dispatch(events)
+            wakeWriters()
             if !session.isAlive { context.close(promise: nil) }
         } catch {
             failAll(HTTP2EngineError(.session, "\(error)"))
@@ -316,6 +408,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private func failAll(_ error: HTTP2EngineError) {
         settingsReceived?.fail(error)
         settingsReceived = nil
+        let writers = roomWaiters
+        roomWaiters.removeAll()
+        for writer in writers.values { writer.fail(error) }
         let waiters = pending
         pending.removeAll()
         for waiter in waiters.values { waiter.complete(.failure(error)) }
@@ -373,6 +468,15 @@ private final class BatchAnswers {
 }
 
 extension NIOLoopBound where Value == HTTP2ConnectionHandler {
+    /// Resets a stream from any thread.
+    func reset(streamID: Int32, errorCode: UInt32) {
+        if eventLoop.inEventLoop {
+            value.resetStream(streamID, errorCode: errorCode)
+        } else {
+            eventLoop.execute { self.value.resetStream(streamID, errorCode: errorCode) }
+        }
+    }
+
     /// Answers a request from any thread: at once when called on the connection's event loop (where requests are
     /// handled, and where the REST API's tasks nearly always end), else queued to it.
     func respond(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) {

@@ -35,6 +35,11 @@ final class NGHTTP2Session {
     private var session: OpaquePointer?
     private var inbound: [Int32: InboundStream] = [:]
     private var outboundBodies: [Int32: ByteBuffer] = [:]
+    /// Streams whose body is still being produced: an empty buffer then defers instead of ending the stream.
+    private var streaming: Set<Int32> = []
+    /// Body bytes queued for sending on all streams, and when the peer last let some of them go out.
+    private(set) var queuedBodyBytes = 0
+    private(set) var lastBodyProgress = NIODeadline.now()
     private var events: [HTTP2Event] = []
     /// Streams answered early whose peer may still be sending: reset (NO_ERROR) once the answer is out.
     private var resetAfterAnswer: Set<Int32> = []
@@ -125,14 +130,14 @@ final class NGHTTP2Session {
             return nghttp2_submit_request(session, nil, nva, count, nil, nil)
         }
         if streamID < 0 { throw HTTP2EngineError(.session, Self.describe(Int(streamID))) }
-        if let body { outboundBodies[streamID] = body }
+        if let body { queue(streamID, body) }
         return streamID
     }
 
     /// Queues a response. Without a body the HEADERS frame carries END_STREAM, as APNs' answers do.
     func submitResponse(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) throws {
         let hasBody = body.map { $0.readableBytes > 0 } ?? false
-        if hasBody, let body { outboundBodies[streamID] = body }
+        if hasBody, let body { queue(streamID, body) }
         let result = withNameValues(headers) { nva, count in
             if hasBody {
                 var provider = Self.bodyProvider()
@@ -141,9 +146,55 @@ final class NGHTTP2Session {
             return nghttp2_submit_response(session, streamID, nva, count, nil)
         }
         if result != 0 {
-            outboundBodies[streamID] = nil
+            dropBody(streamID)
             throw HTTP2EngineError(.session, Self.describe(Int(result)))
         }
+    }
+
+    /// Queues a response whose body follows in parts (`appendBody`): DATA frames go out as the peer's window
+    /// allows, and the stream waits (deferred) while its queue is empty.
+    func submitStreamingResponse(streamID: Int32, headers: HTTP2HeaderBlock) throws {
+        streaming.insert(streamID)
+        queue(streamID, ByteBuffer())
+        let result = withNameValues(headers) { nva, count in
+            var provider = Self.bodyProvider()
+            return nghttp2_submit_response(session, streamID, nva, count, &provider)
+        }
+        if result != 0 {
+            dropBody(streamID)
+            throw HTTP2EngineError(.session, Self.describe(Int(result)))
+        }
+    }
+
+    /// Adds to a streaming response's body (`end`: it is complete); false when the stream is gone.
+    func appendBody(_ streamID: Int32, _ buffer: ByteBuffer, end: Bool) -> Bool {
+        guard streaming.contains(streamID), outboundBodies[streamID] != nil else { return false }
+        queue(streamID, buffer)
+        if end { streaming.remove(streamID) }
+        _ = nghttp2_session_resume_data(session, streamID)
+        return true
+    }
+
+    /// Body bytes queued for one stream; nil when it has no body queued or being produced.
+    func queuedBodyBytes(_ streamID: Int32) -> Int? {
+        outboundBodies[streamID]?.readableBytes
+    }
+
+    private func queue(_ streamID: Int32, _ buffer: ByteBuffer) {
+        if queuedBodyBytes == 0 { lastBodyProgress = .now() }
+        queuedBodyBytes += buffer.readableBytes
+        if var existing = outboundBodies.removeValue(forKey: streamID) {
+            var buffer = buffer
+            existing.writeBuffer(&buffer)
+            outboundBodies[streamID] = existing
+        } else {
+            outboundBodies[streamID] = buffer
+        }
+    }
+
+    private func dropBody(_ streamID: Int32) {
+        streaming.remove(streamID)
+        if let body = outboundBodies.removeValue(forKey: streamID) { queuedBodyBytes -= body.readableBytes }
     }
 
     func submitSettings(_ settings: [(id: nghttp2_settings_id, value: UInt32)]) throws {
@@ -291,7 +342,7 @@ final class NGHTTP2Session {
 
     fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         inbound[streamID] = nil
-        outboundBodies[streamID] = nil
+        dropBody(streamID)
         resetAfterAnswer.remove(streamID)
         events.append(.streamClosed(streamID: streamID, errorCode: errorCode))
     }
@@ -307,6 +358,11 @@ final class NGHTTP2Session {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             return 0
         }
+        if body.readableBytes == 0, streaming.contains(streamID) {
+            // More is coming: nghttp2 asks again after `appendBody` resumes the stream.
+            outboundBodies[streamID] = body
+            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        }
         let count = min(capacity, body.readableBytes)
         body.withUnsafeReadableBytes { bytes in
             if let base = bytes.baseAddress {
@@ -314,7 +370,9 @@ final class NGHTTP2Session {
             }
         }
         body.moveReaderIndex(forwardBy: count)
-        if body.readableBytes == 0 {
+        queuedBodyBytes -= count
+        if count > 0 { lastBodyProgress = .now() }
+        if body.readableBytes == 0, !streaming.contains(streamID) {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
         } else {
             outboundBodies[streamID] = body

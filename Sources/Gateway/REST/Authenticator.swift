@@ -12,8 +12,10 @@ public final class Authenticator: Sendable {
     private let cache: CredentialCache
     private let realm: String
     /// Verified when the username is unknown, so that a wrong username costs as long as a wrong password: made at
-    /// the cost new passwords get.
-    private let decoyHash: String
+    /// the cost new passwords get, on the verifier's threads when first needed (at cost 12 it takes a quarter
+    /// second, which must not block whoever builds the application).
+    private let decoy = Mutex<String?>(nil)
+    private let bcryptCost: UInt8
     private let verifier: PasswordVerifier
     private let throttle: Mutex<LoginThrottle>
     private let failureDelay: Duration
@@ -26,7 +28,7 @@ public final class Authenticator: Sendable {
         self.store = store
         self.cache = CredentialCache(ttl: configuration.credentialCacheTTL)
         self.realm = realm
-        self.decoyHash = Bcrypt.hash("decoy-\(UInt64.random(in: .min ... .max))", cost: configuration.bcryptCost)
+        self.bcryptCost = configuration.bcryptCost
         self.verifier = PasswordVerifier(capacity: configuration.verificationQueue)
         self.throttle = Mutex(LoginThrottle(policy: configuration.loginThrottle))
         self.failureDelay = configuration.loginThrottle.failureDelay
@@ -37,8 +39,20 @@ public final class Authenticator: Sendable {
         try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
     }
 
-    /// The cost the stand-in hash for unknown usernames was made with.
-    var decoyCost: Int? { Int(decoyHash.split(separator: "$").dropFirst().dropFirst().first ?? "") }
+    /// The stand-in hash for unknown usernames.
+    func decoyHash() async throws -> String {
+        if let made = decoy.withLock({ $0 }) { return made }
+        let cost = bcryptCost
+        let made = try await NIOThreadPool.singleton.runIfActive {
+            Bcrypt.hash("decoy-\(UInt64.random(in: .min ... .max))", cost: cost)
+        }
+        // Two first callers may both make one; either is as good.
+        return decoy.withLock { current in
+            if let current { return current }
+            current = made
+            return made
+        }
+    }
 
     /// The enabled user behind an `Authorization: Basic` header, or a 401/403/429/503 problem. `address` is the
     /// client's (nil where it is not known, as behind a proxy): failed attempts are throttled per username and
@@ -70,7 +84,9 @@ public final class Authenticator: Sendable {
         let valid: Bool
         do {
             // A user's known address may use the queue's reserve: an attack elsewhere does not lock them out.
-            valid = try await verifier.verify(password, hash: user?.passwordHash ?? decoyHash, reserved: trusted)
+            var hash = user?.passwordHash
+            if hash == nil { hash = try await decoyHash() }
+            valid = try await verifier.verify(password, hash: hash ?? "", reserved: trusted)
         } catch let overloaded as PasswordVerifier.Overloaded {
             logger.warning("login refused: the password check queue is full")
             throw Problem.retryLater(

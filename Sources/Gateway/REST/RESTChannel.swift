@@ -92,7 +92,14 @@ struct RESTChannel: ServerChildChannel {
 
     func handle(value: Value, logger: Logger) async {
         do {
-            switch try await value.negotiated.get() {
+            // A future does not end when its task is cancelled: a connection still in its TLS handshake when the
+            // server is cancelled is closed, which fails the negotiation, or the server would wait for it forever.
+            let negotiated = try await withTaskCancellationHandler {
+                try await value.negotiated.get()
+            } onCancel: {
+                value.channel.close(promise: nil)
+            }
+            switch negotiated {
             case .http1(let connection):
                 await http1.handle(value: connection, logger: logger)
             case .http2(let channel):
@@ -123,7 +130,8 @@ struct RESTChannel: ServerChildChannel {
                 role: .server,
                 maxConcurrentStreams: maxConcurrentStreams,
                 maximumBodySize: maximumBodySize,
-                maxHeaderListSize: maxHeaderListSize
+                maxHeaderListSize: maxHeaderListSize,
+                stallTimeout: ConnectionGuard.timeAmount(connections.limits.stallTimeout)
             )
         )
         let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
@@ -145,14 +153,15 @@ struct RESTChannel: ServerChildChannel {
             // Each request runs as its own task, on the connection's event loop thread (and so does the actor code
             // it calls, unless the actor is busy elsewhere): no thread hop to start it or to answer.
             let task = Task(executorPreference: executor) {
-                let (headers, body) = await Self.respond(
-                    to: message,
+                await Self.answer(
+                    message,
+                    streamID: streamID,
+                    handler: bound,
                     router: router,
                     channel: channel,
                     maxHeaderListSize: limit,
                     logger: logger
                 )
-                bound.respond(streamID: streamID, headers: HTTP2HeaderBlock(headers), body: body)
                 work.finished(streamID)
             }
             work.value.started(streamID, task)
@@ -163,15 +172,18 @@ struct RESTChannel: ServerChildChannel {
         try channel.pipeline.syncOperations.addHandler(IdleCloser())
     }
 
-    /// One request through the router, as Hummingbird's application does it: a router error becomes its
-    /// response, anything else a 500.
-    static func respond(
-        to message: HTTP2Message,
+    /// One request through the router, as Hummingbird's application does it (a router error becomes its response,
+    /// anything else a 500), and its answer written to the stream: small bodies in one piece, larger ones as the
+    /// client's flow-control window lets them go (`HTTP2BodyWriter`).
+    static func answer(
+        _ message: HTTP2Message,
+        streamID: Int32,
+        handler: NIOLoopBound<HTTP2ConnectionHandler>,
         router: RouterResponder<BrokerRequestContext>,
         channel: any Channel,
         maxHeaderListSize: Int,
         logger: Logger
-    ) async -> (headers: [HTTP2Header], body: ByteBuffer?) {
+    ) async {
         // A header block without :method or :path: answered as a problem for the root, it names no resource.
         let parsed = Self.request(from: message)
         let head = parsed ?? HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")
@@ -201,16 +213,6 @@ struct RESTChannel: ServerChildChannel {
             logger.debug("unrecognised error", metadata: ["error": "\(error)"])
             response = Response(status: .internalServerError)
         }
-        let sink = BodySink()
-        do {
-            try await response.body.write(CollectingWriter(sink: sink, limit: maximumResponseSize))
-        } catch {
-            logger.error(
-                "cannot produce a response body",
-                metadata: ["http.path": "\(head.path ?? "")", "error": "\(error)"]
-            )
-            return ([HTTP2Header(":status", "500"), HTTP2Header("content-length", "0")], nil)
-        }
         var headers = [HTTP2Header(":status", String(response.status.code))]
         headers.reserveCapacity(response.headers.count + 2)
         for field in response.headers {
@@ -220,13 +222,33 @@ struct RESTChannel: ServerChildChannel {
             default: headers.append(HTTP2Header(field.name.canonicalName, field.value))
             }
         }
-        let body = sink.buffer.withLock { $0 }
-        // HEAD: the length GET would send, as the route stated it (a file's size), else what was written.
-        let length = head.method == .head ? response.headers[.contentLength] : nil
-        headers.append(HTTP2Header("content-length", length ?? String(body?.readableBytes ?? 0)))
         if response.headers[.date] == nil { headers.append(HTTP2Header("date", HTTPDate.format(Date()))) }
-        guard head.method != .head, let body, body.readableBytes > 0 else { return (headers, nil) }
-        return (headers, body)
+        let writer = HTTP2BodyWriter(
+            handler: handler,
+            streamID: streamID,
+            head: headers,
+            statedLength: response.headers[.contentLength],
+            sendsBody: head.method != .head
+        )
+        do {
+            try await response.body.write(writer)
+        } catch {
+            if writer.progress.started {
+                // Part of the answer is out: the stream can only be cut short (or it is gone already).
+                logger.debug("a streamed answer ended early", metadata: ["error": "\(error)"])
+                handler.reset(streamID: streamID, errorCode: HTTP2ErrorCode.internalError)
+            } else {
+                logger.error(
+                    "cannot produce a response body",
+                    metadata: ["http.path": "\(head.path ?? "")", "error": "\(error)"]
+                )
+                handler.respond(
+                    streamID: streamID,
+                    headers: HTTP2HeaderBlock([HTTP2Header(":status", "500"), HTTP2Header("content-length", "0")]),
+                    body: nil
+                )
+            }
+        }
     }
 
     /// The request head from the HTTP/2 header block; nil when a pseudo-header is missing or a field is invalid.
@@ -253,37 +275,92 @@ struct RESTChannel: ServerChildChannel {
     }
 }
 
-/// The largest response body an HTTP/2 answer holds: bodies are assembled whole before they are sent (the REST
-/// API's are small JSON documents; media files are images). Larger media is for a CDN or HTTP/1.1, which streams.
-let maximumResponseSize = 64 << 20
+/// Writes a routed answer to its HTTP/2 stream. Up to `threshold` bytes are gathered and sent in one piece with
+/// their length; past it the answer streams: headers first, then each part as it is produced, the writer waiting
+/// while the client's window keeps its stream's or the connection's queue full. A client that opens its window
+/// no more holds at most those queues, not whole answers.
+struct HTTP2BodyWriter: ResponseBodyWriter {
+    /// Whether the headers have gone out (an error can then only reset the stream).
+    final class Progress: Sendable {
+        private let state = Mutex(false)
+        var started: Bool { state.withLock { $0 } }
+        func start() { state.withLock { $0 = true } }
+    }
 
-/// Collects a response body.
-final class BodySink: Sendable {
-    let buffer = Mutex<ByteBuffer?>(nil)
-}
+    static let threshold = 64 * 1024
 
-struct CollectingWriter: ResponseBodyWriter {
-    let sink: BodySink
-    let limit: Int
+    let handler: NIOLoopBound<HTTP2ConnectionHandler>
+    let streamID: Int32
+    let head: [HTTP2Header]
+    let statedLength: String?
+    let sendsBody: Bool
+    let progress = Progress()
+    private var buffered: ByteBuffer?
+    private var counted = 0
+    private var streaming = false
 
-    struct TooLarge: Error, CustomStringConvertible {
-        var limit: Int
-        var description: String { "the response body is larger than \(limit) bytes, the most HTTP/2 answers hold" }
+    init(
+        handler: NIOLoopBound<HTTP2ConnectionHandler>,
+        streamID: Int32,
+        head: [HTTP2Header],
+        statedLength: String?,
+        sendsBody: Bool
+    ) {
+        self.handler = handler
+        self.streamID = streamID
+        self.head = head
+        self.statedLength = statedLength
+        self.sendsBody = sendsBody
     }
 
     mutating func write(_ buffer: ByteBuffer) async throws {
-        try sink.buffer.withLock { collected in
-            guard (collected?.readableBytes ?? 0) + buffer.readableBytes <= limit else { throw TooLarge(limit: limit) }
-            if collected == nil {
-                collected = buffer
-            } else {
-                var buffer = buffer
-                collected?.writeBuffer(&buffer)
-            }
+        guard sendsBody else {
+            counted += buffer.readableBytes  // HEAD: the length GET would send, nothing more
+            return
         }
+        if streaming { return try await send(buffer, end: false) }
+        if buffered == nil {
+            buffered = buffer
+        } else {
+            var buffer = buffer
+            buffered?.writeBuffer(&buffer)
+        }
+        guard let gathered = buffered, gathered.readableBytes > Self.threshold else { return }
+        streaming = true
+        buffered = nil
+        progress.start()
+        var headers = head
+        if let statedLength { headers.append(HTTP2Header("content-length", statedLength)) }
+        let (handler, streamID, block) = (handler, streamID, HTTP2HeaderBlock(headers))
+        let started = try await handler.eventLoop.submit {
+            handler.value.startStreamingResponse(streamID: streamID, headers: block)
+        }
+        .get()
+        guard started else { throw HTTP2EngineError(.streamReset, "the stream closed") }
+        try await send(gathered, end: false)
     }
 
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+        if streaming { return try await send(ByteBuffer(), end: true) }
+        let body = sendsBody ? buffered : nil
+        let length = sendsBody ? String(body?.readableBytes ?? 0) : statedLength ?? String(counted)
+        progress.start()
+        handler.respond(
+            streamID: streamID,
+            headers: HTTP2HeaderBlock(head + [HTTP2Header("content-length", length)]),
+            body: body.flatMap { $0.readableBytes > 0 ? $0 : nil }
+        )
+    }
+
+    private func send(_ buffer: ByteBuffer, end: Bool) async throws {
+        let (handler, streamID) = (handler, streamID)
+        if handler.eventLoop.inEventLoop {
+            try await handler.value.writeBody(streamID: streamID, buffer, end: end).get()
+        } else {
+            try await handler.eventLoop.flatSubmit { handler.value.writeBody(streamID: streamID, buffer, end: end) }
+                .get()
+        }
+    }
 }
 
 /// The requests of one HTTP/2 connection whose tasks are still running, by stream. Used on the connection's event
