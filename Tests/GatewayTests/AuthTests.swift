@@ -87,17 +87,10 @@ struct TransportLimitTests {
         try await TestBroker.run { broker in
             // async-http-client does not get such a header block out; curl does. HTTP/2 (libnghttp2) answers
             // 431 with a problem body.
-            let curl = Process()
-            curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            curl.arguments = [
+            let output = try curl([
                 "-sk", "--http2", "-w", "\n%{http_version} %{http_code}", "-H", "X-Padding: " + big[0].1,
                 "https://127.0.0.1:\(broker.httpsPort)/v1/me",
-            ]
-            let pipe = Pipe()
-            curl.standardOutput = pipe
-            try curl.run()
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            curl.waitUntilExit()
+            ])
             #expect(output.hasSuffix("\n2 431"), "\(output)")
             #expect(output.contains("headers-too-large"), "\(output)")
             let status = try? await broker.send(.GET, "/v1/me", headers: big, timeout: .seconds(2)).status
@@ -185,4 +178,17 @@ struct TenantTests {
             #expect(options.headers["allow"].first == "OPTIONS, POST")
         }
     }
+}
+
+/// Runs curl to completion and returns what it printed.
+func curl(_ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return output
 }

@@ -218,6 +218,32 @@ struct HostileSimulatorClientTests {
         #expect(simulator.stop() == 0)
     }
 
+    @Test("HPACK bomb against the simulator's 1,000 streams: refused as decoded, memory stays flat")
+    func hpackBomb() async throws {
+        let (simulator, connection) = try await Self.start()
+        defer { _ = simulator.stop() }
+        let port = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
+        let before = try #require(ProcessUsage.of(simulator.process.processIdentifier))
+        let client = try await RawHTTP2Client.connect(port: port)
+        var frames: [UInt8] = []
+        // Fifty streams left open, each a 12 KB block worth 48 MB decoded: 2.4 GB if stored whole.
+        for stream in stride(from: UInt32(1), through: 99, by: 2) {
+            let block =
+                RawHTTP2Client.request("POST", "/3/device/" + String(repeating: "ab", count: 32))
+                + RawHTTP2Client.indexedLiteral("x-bomb", String(repeating: "a", count: 4000))
+                + [UInt8](repeating: RawHTTP2Client.indexed(62)[0], count: 12_000)
+            frames += RawHTTP2Client.headers(stream: stream, block, endStream: false)
+        }
+        try await client.send(frames)
+        #expect(try await client.wait { _ in client.statuses.count == 50 }, "\(client.frames.count) frames")
+        #expect(client.statuses.values.allSatisfy { $0 == 431 })
+        let after = try #require(ProcessUsage.of(simulator.process.processIdentifier))
+        #expect(after.peakResident - before.resident < 100 << 20, "peak \(after.peakResident >> 20) MiB")
+        #expect(try await Self.push(connection).status == 200)
+        await client.close()
+        await connection.close()
+    }
+
     @Test("Without a control token the control paths are not there; a body over 64 KiB is 413 PayloadTooLarge")
     func noControlAndLargeBodies() async throws {
         let (simulator, connection) = try await Self.start(["--no-control"])

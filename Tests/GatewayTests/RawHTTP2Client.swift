@@ -103,6 +103,9 @@ final class RawHTTP2Client: Sendable {
 
     var isClosed: Bool { collector.received.withLockedValue { $0.closed } }
 
+    /// Every byte received so far (for a client that does not speak HTTP/2).
+    var receivedBytes: [UInt8] { collector.received.withLockedValue { $0.bytes } }
+
     /// Every whole frame received so far (the server speaks first with SETTINGS; there is no preface to skip).
     var frames: [Frame] {
         let bytes = collector.received.withLockedValue { $0.bytes }

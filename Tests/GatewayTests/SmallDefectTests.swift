@@ -78,3 +78,28 @@ struct SmallDefectTests {
         }
     }
 }
+
+@Suite("HTTP/1.1 requests the parser refuses", .timeLimit(.minutes(1)))
+struct ParserErrorTests {
+    @Test("An unknown method gets a 400 problem body and the connection closes, over TLS and on the plain listener")
+    func unknownMethod() async throws {
+        try await TestBroker.run(plain: true) { broker in
+            // The plain listener, byte for byte.
+            let raw = try await RawHTTP2Client.connect(port: broker.plainPort ?? 0, preface: false, tls: false)
+            try await raw.send(Array("FOO /health HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8))
+            #expect(try await raw.wait { _ in raw.isClosed })
+            let answer = String(decoding: raw.receivedBytes, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
+            #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer)")
+            #expect(answer.contains(#""type":"urn:impulse-broker:problem:malformed-request""#), "\(answer)")
+            // TLS with ALPN http/1.1, as curl sends it.
+            let output = try curl([
+                "-sk", "--http1.1", "-X", "FOO", "-w", "\n%{http_code}", "https://127.0.0.1:\(broker.httpsPort)/health",
+            ])
+            #expect(output.hasSuffix("\n400"), "\(output)")
+            #expect(output.contains("malformed-request"), "\(output)")
+            // The listener is fine afterwards.
+            #expect(try await broker.send(.GET, "/health", user: nil, plain: true).status == 200)
+        }
+    }
+}

@@ -104,6 +104,7 @@ public func buildApplication(
         logger: logger
     )
     let streamConfiguration = HTTP1Channel.Configuration(
+        additionalChannelHandlers: [ParserErrorProblem()],
         idleTimeout: .seconds(Int64(configuration.idleTimeout.components.seconds)),
         httpDecoderConfiguration: .init(
             maxHeaderFieldSize: configuration.maxHeaderListSize,
