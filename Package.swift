@@ -115,6 +115,7 @@ let package = Package(
             name: "EngineTests",
             dependencies: [
                 "Engine", "TestSupport", .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings

@@ -14,8 +14,11 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Users due in the same minute (the daily burst).")
     var users = 1_000_000
 
-    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer.")
-    var scenarios = "burst,rejections,rest,peer"
+    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage.")
+    var scenarios = "burst,rejections,rest,peer,outage"
+
+    @Option(help: "APNs outages to measure, in seconds, comma-separated (each refused, then answering 503).")
+    var outages = "5,8,31"
 
     @Option(help: "Requests h2load sends to measure the simulator's ceiling and the REST rate.")
     var requests = 200_000
@@ -127,6 +130,13 @@ struct BenchCommand: AsyncParsableCommand {
                 gateway: gateway,
                 simulator: simulator,
                 work: work + "/peer"
+            )
+        }
+        if wanted.contains("outage") {
+            results["outage"] = try await Outage.run(
+                seconds: smoke ? [1] : outages.split(separator: ",").compactMap { Int($0) },
+                pushes: smoke ? 50 : 1000,
+                work: work + "/outage"
             )
         }
         let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])

@@ -244,6 +244,15 @@ enum Summary {
                     + "per push \(((gateway?["brokerCPUMicrosecondsPerPush"] as? [Double]) ?? []).map { number($0, 1) }.joined(separator: ", ")) us"
             )
         }
+        if let outage = results["outage"] as? [String: Any] {
+            for run in outage["runs"] as? [[String: Any]] ?? [] {
+                lines.append(
+                    "  APNs \(run["kind"] ?? "") for \(number(run["outageSeconds"])) s: \(run["accepted"] ?? 0) of "
+                        + "\(run["pushes"] ?? 0) pushes accepted \(number(run["secondsAfterEnd"], 1)) s after it ended "
+                        + "(target 15 s)"
+                )
+            }
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

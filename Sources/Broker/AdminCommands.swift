@@ -19,11 +19,18 @@ func parseTenant(_ text: String) throws -> TenantID {
     do { return try TenantID(text) } catch { throw ValidationError(error.message) }
 }
 
+func parsePushExpiry(_ text: String) throws -> PushExpiry {
+    guard let expiry = PushExpiry(rawValue: text) else {
+        throw ValidationError("push expiry must be end-of-day or immediate, not '\(text)'")
+    }
+    return expiry
+}
+
 struct TenantCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tenant",
-        abstract: "Create and list tenants.",
-        subcommands: [Create.self, List.self]
+        abstract: "Create, change and list tenants.",
+        subcommands: [Create.self, Update.self, List.self]
     )
 
     struct Create: AsyncParsableCommand {
@@ -36,6 +43,11 @@ struct TenantCommand: AsyncParsableCommand {
         @Option(help: "Default local delivery time HH:mm.") var deliveryTime = "08:00"
         @Option(help: "Maximum scheduled pushes per user and day.") var maxPerDay = 1
         @Option(help: "APNs topic (the app's bundle id).") var apnsTopic = "com.example.impulse"
+        @Option(
+            help:
+                "How long APNs keeps pushes for offline phones: end-of-day (of the user's delivery day) or immediate (apns-expiration 0)."
+        )
+        var pushExpiry = PushExpiry.endOfDay.rawValue
 
         func run() async throws {
             try await withStore(common) { store, _ in
@@ -46,10 +58,32 @@ struct TenantCommand: AsyncParsableCommand {
                     defaultTimeZone: timeZone,
                     defaultDeliveryTime: try LocalTime(parsing: deliveryTime),
                     maxPushesPerDay: maxPerDay,
-                    apnsTopic: apnsTopic
+                    apnsTopic: apnsTopic,
+                    pushExpiry: try parsePushExpiry(pushExpiry)
                 )
                 try await store.createTenant(tenant)
                 print("created tenant \(tenant.id)")
+            }
+        }
+    }
+
+    struct Update: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change a tenant's settings.")
+        @OptionGroup var common: CommonOptions
+        @Argument var id: String
+        @Option(help: "end-of-day or immediate (see tenant create).") var pushExpiry: String?
+
+        func run() async throws {
+            guard let pushExpiry else { throw ValidationError("nothing to change: give --push-expiry") }
+            let expiry = try parsePushExpiry(pushExpiry)
+            try await withStore(common) { store, _ in
+                let tenant = try parseTenant(id)
+                do {
+                    try await store.setPushExpiry(tenant: tenant, expiry)
+                } catch let error as EngineError where error.code == .unknownTenant {
+                    throw ValidationError("unknown tenant \(tenant)")
+                }
+                print("tenant \(tenant): push expiry \(expiry.rawValue)")
             }
         }
     }
@@ -62,7 +96,7 @@ struct TenantCommand: AsyncParsableCommand {
             try await withStore(common) { store, _ in
                 for tenant in try await store.tenants() {
                     print(
-                        "\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)"
+                        "\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)\t\(tenant.pushExpiry.rawValue)"
                     )
                 }
             }

@@ -46,6 +46,7 @@ struct ConfigFile: Decodable {
     var handshakeTimeoutSeconds: Int?
     var firstRequestTimeoutSeconds: Int?
     var stallTimeoutSeconds: Int?
+    var requestDeadlineSeconds: Int?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -69,6 +70,7 @@ struct BrokerSettings {
     var push: PushGatewayConfiguration
     var admin: AdminConfiguration?
     var connectionLimits: ConnectionLimits
+    var requestDeadlineSeconds: Int
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -125,6 +127,12 @@ struct BrokerSettings {
             0...86_400
         )
         bcryptCost = UInt8(try number("BROKER_BCRYPT_COST", file.bcryptCost, 12, 4...31))
+        requestDeadlineSeconds = try number(
+            "BROKER_REQUEST_DEADLINE_SECONDS",
+            file.requestDeadlineSeconds,
+            10,
+            1...300
+        )
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
         logLevel = parsed
@@ -206,7 +214,8 @@ struct BrokerSettings {
                 maxBodySize: maxBodyBytes,
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
                 mediaDirectory: dataDirectory + "/media",
-                bcryptCost: bcryptCost
+                bcryptCost: bcryptCost,
+                requestDeadline: .seconds(requestDeadlineSeconds)
             ),
             apns: apns,
             push: push,

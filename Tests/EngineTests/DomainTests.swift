@@ -201,4 +201,21 @@ struct UserLedgerTests {
         #expect(ledger.unreadCount == 2)
         #expect(ledger.recent[1].delivery.readAt != nil && ledger.recent[1].delivery.fetchedAt != nil)
     }
+
+    @Test("A push expires at the end of the user's delivery day in their zone, or at once when the tenant asks")
+    func pushExpiry() throws {
+        let tokyo = try #require(TimeZone(identifier: "Asia/Tokyo"))
+        let now = try #require(ISO8601DateFormatter().date(from: "2026-11-23T10:00:00Z"))  // 19:00 in Tokyo
+        let end = try #require(ISO8601DateFormatter().date(from: "2026-11-23T15:00:00Z"))  // midnight in Tokyo
+        #expect(PushExpiry.endOfDay.expiration(localDate: "2026-11-23", timeZone: tokyo, now: now) == end)
+        #expect(PushExpiry.endOfDay.expiration(localDate: nil, timeZone: tokyo, now: now) == end)
+        // A day already over (a push retried after midnight) goes once, not with a past expiration.
+        #expect(PushExpiry.endOfDay.expiration(localDate: "2026-11-22", timeZone: tokyo, now: now) == nil)
+        #expect(PushExpiry.immediate.expiration(localDate: "2026-11-23", timeZone: tokyo, now: now) == nil)
+        // A 23-hour day: the end is the next local midnight, not 24 hours on.
+        let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
+        let spring = try #require(ISO8601DateFormatter().date(from: "2026-03-29T08:00:00Z"))
+        let springEnd = try #require(ISO8601DateFormatter().date(from: "2026-03-29T22:00:00Z"))
+        #expect(PushExpiry.endOfDay.expiration(localDate: "2026-03-29", timeZone: berlin, now: spring) == springEnd)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import InMemoryLogging
 import Logging
 import Testing
 
@@ -109,6 +110,60 @@ struct SchedulerTests {
         #expect(again.isEmpty)
         // Nothing is left to push again.
         #expect(try await second.requeueUnsettled(now: now) == 0)
+    }
+
+    @Test("A store that refuses writes pauses the dispatch (backing off, logged once), and it recovers after")
+    func failingStoreBacksOff() async throws {
+        let f = try await StoreFixture.make()
+        // The broker's own store with no busy wait: a write meets the lock below and fails at once, as on a full
+        // disk (reads still work).
+        let store = try await SQLiteStore(
+            configuration: .init(path: f.path, busyTimeout: .zero),
+            logger: StoreFixture.logger
+        )
+        let now = Calendar(identifier: .gregorian).dateComponents(in: .gmt, from: Date())
+        let minute = String(format: "%02d:%02d", now.hour ?? 0, now.minute ?? 0)
+        for user in [f.a, f.b] { try await setTime(f, user, zone: "UTC", time: minute) }
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "scheduler", factory: { _ in handler })
+        logger.logLevel = .notice
+        let ledger = DeliveryLedger(store: store)
+        let scheduler = Scheduler(
+            store: store,
+            ledger: ledger,
+            gateway: nil,
+            configuration: .init(spreadWindow: .zero),
+            logger: logger
+        )
+        var unsafe = Configuration()
+        unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
+        let lock = try DatabaseQueue(path: f.path, configuration: unsafe)
+        try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let running = Task { await scheduler.run() }
+        defer { running.cancel() }
+        var first = ContinuousClock.now
+        for _ in 0..<200 where scheduler.currentHealth.consecutiveFailures == 0 {
+            try await Task.sleep(for: .milliseconds(50))
+            first = .now
+        }
+        try await Task.sleep(until: first + .seconds(3))
+        let failing = scheduler.currentHealth
+        // Without a pause this loop failed thousands of times in three seconds; doubling from 200 ms (jittered) it
+        // fails 5-8 times.
+        #expect((2...12).contains(failing.consecutiveFailures), "\(failing)")
+        #expect(failing.failingSince != nil)
+        #expect(failing.lastError?.isEmpty == false)
+        try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        // The longest pause so far is under 3 s: the next attempt commits.
+        var recovered = false
+        for _ in 0..<100 where !recovered {
+            try await Task.sleep(for: .milliseconds(100))
+            recovered = scheduler.currentHealth.consecutiveFailures == 0 && scheduler.statistics.assigned >= 2
+        }
+        #expect(recovered, "\(scheduler.currentHealth) \(scheduler.statistics)")
+        let messages = handler.entries.map(\.message.description)
+        #expect(messages.filter { $0.hasPrefix("dispatch failing") }.count == 1, "\(messages)")
+        #expect(messages.filter { $0 == "dispatch recovered" }.count == 1, "\(messages)")
     }
 
     @Test("A reminder pushes the impulse once more at its time; pending reminders are bounded")

@@ -55,7 +55,8 @@ struct APNsCertificateTests {
                 port: port,
                 tls: clientTLS,
                 serverHostname: "localhost",
-                connectTimeout: .seconds(2)
+                connectTimeout: .seconds(2),
+                unreachableWait: .seconds(2)
             ),
             authentication: .certificate,
             logger: TestBroker.logger

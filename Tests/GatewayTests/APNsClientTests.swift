@@ -23,6 +23,7 @@ struct APNsPair {
         maxConcurrentStreams: UInt32 = 1000,
         deadline: Duration = .seconds(5),
         maximumConnections: Int = 2,
+        unreachableWait: Duration = .seconds(60),
         tokenNow: @escaping @Sendable () -> Date = Date.init
     ) async throws -> APNsPair {
         let identity = APNsSigningIdentity(teamID: "TEAM123456", keyID: "KEY1234567", key: P256.Signing.PrivateKey())
@@ -43,7 +44,8 @@ struct APNsPair {
                 tls: clientTLS,
                 serverHostname: "localhost",
                 maximumConnections: maximumConnections,
-                requestDeadline: deadline
+                requestDeadline: deadline,
+                unreachableWait: unreachableWait
             ),
             authentication: .token(ProviderTokenCache(identity: identity, now: tokenNow)),
             logger: TestBroker.logger
@@ -219,7 +221,8 @@ struct APNsClientTests {
     @Test("REFUSED_STREAM is resent; a hung stream hits its deadline; a 503 window answers 503")
     func faults() async throws {
         // Long enough that a refused stream's resend fits on a loaded machine; the hung stream waits it out.
-        let pair = try await APNsPair.start(deadline: .seconds(2))
+        // A 503 is resent after the pool's next attempts for at most `unreachableWait`, then answered.
+        let pair = try await APNsPair.start(deadline: .seconds(2), unreachableWait: .seconds(1))
         #expect(
             await pair.client.send(try APNsPair.notification(0))
                 == .accepted(apnsID: try APNsPair.notification(0).apnsID)

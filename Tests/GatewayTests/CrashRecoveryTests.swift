@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Crypto
 import Engine
 import Foundation
 import GRDB
 import Gateway
 import NIOCore
+import NIOPosix
 import NIOSSL
 import Testing
 
@@ -160,8 +162,9 @@ struct CrashRecoveryTests {
             try await database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries") ?? 0 } == 500
         }
         #expect(assigned, "\(broker.output)")
-        // Stop once the client has failed for a while (backoffs of seconds, pushes waiting for a connection).
-        #expect(try await eventually(seconds: 60) { broker.output.contains("apns.backoff_ms=12000") })
+        // Stop once the client has failed for a while (backoffs of seconds, pushes waiting for the next attempt).
+        #expect(try await eventually(seconds: 60) { broker.output.contains("APNs unreachable") })
+        try await Task.sleep(for: .seconds(3))
         #expect(broker.stop() == 0, "\(broker.output.suffix(3000))")  // a fatal error would be signal 4
         let row = try #require(
             try database.read {
@@ -173,6 +176,107 @@ struct CrashRecoveryTests {
         )
         #expect(row["pushed"] as Int? == 0)
         #expect(row["open"] as Int? == 500)  // handed back: the next start pushes them
+    }
+
+    /// How an APNs that hangs looks to the broker.
+    enum Hang: String, CaseIterable, CustomTestStringConvertible {
+        /// TCP connections are accepted and never answered: the TLS handshake hangs.
+        case silentSocket
+        /// TLS and HTTP/2 work, but no stream is ever answered.
+        case unansweredStreams
+        var testDescription: String { rawValue }
+    }
+
+    @Test(
+        "SIGTERM while APNs hangs: the broker stops when the grace period runs out, without a fatal error",
+        arguments: Hang.allCases
+    )
+    func gracefulShutdownWithAPNsHanging(_ hang: Hang) async throws {
+        let data = TestBroker.temporaryDirectory()
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
+        var apnsPort: Int
+        var simulator: RunningBroker?
+        var silent: (any Channel)?
+        var trust = ""
+        switch hang {
+        case .silentSocket:
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+                .bind(host: "127.0.0.1", port: 0).get()
+            silent = channel
+            apnsPort = try #require(channel.localAddress?.port)
+        case .unansweredStreams:
+            let running = try RunningBroker([
+                "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
+                "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--log-level", "error",
+            ])
+            simulator = running
+            apnsPort = try #require(try await running.port(matching: #/127\.0\.0\.1:(\d+) /#))
+            trust = #""trustRoots": "\#(data)/sim/tls/self-signed.crt","#
+            var simulatorTLS = TLSConfiguration.makeClientConfiguration()
+            simulatorTLS.trustRoots = .file(data + "/sim/tls/self-signed.crt")
+            let control = try await HTTP2ClientConnection.connect(
+                host: "127.0.0.1",
+                port: apnsPort,
+                tls: simulatorTLS,
+                serverHostname: "localhost"
+            )
+            let answer = try await control.send(
+                [
+                    HTTP2Header(":method", "PUT"), HTTP2Header(":scheme", "https"),
+                    HTTP2Header(":path", "/_simulator/faults"), HTTP2Header(":authority", "localhost"),
+                    RunningBroker.controlAuthorization,
+                ],
+                body: ByteBuffer(string: #"{"hangNext": 1000000}"#),
+                deadline: .seconds(30)
+            )
+            #expect(answer.status == 204)
+            await control.close()
+        }
+        defer {
+            _ = simulator?.stop()
+            silent?.close(promise: nil)
+        }
+        // APNs requests wait 15 s for an answer and connects 10 s: far beyond the grace period and the 5 s that
+        // ServiceLifecycle allows for cancellation after it.
+        let config = """
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "logLevel": "notice", "spreadSeconds": 0,
+             "shutdownGraceSeconds": 2,
+             "apns": {"mode": "external", "production": "127.0.0.1:\(apnsPort)", "serverHostname": "localhost", \(trust)
+                      "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
+            """
+        try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
+        _ = try await seed(directory: data + "/broker", users: 50)
+        let database = try DatabaseQueue(path: data + "/broker/broker.sqlite")
+        let broker = try RunningBroker(["serve", "--config", data + "/broker.json"])
+        let assigned = try await eventually(seconds: 60) {
+            try await database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries") ?? 0 } == 50
+        }
+        #expect(assigned, "\(broker.output)")
+        // The pushes are waiting on APNs (for a connection, or for answers) when the signal comes.
+        let adminPort = try #require(try await broker.port(matching: /listener=admin port=(\d+)/))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let waiting = try await eventually(seconds: 30) {
+            let response = try await client.execute(
+                HTTPClientRequest(url: "http://127.0.0.1:\(adminPort)/inspect"),
+                timeout: .seconds(10)
+            )
+            let body = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+            let view = try JSONSerialization.jsonObject(with: body) as? [String: Any]
+            return (view?["pushesInFlight"] as? Int ?? 0) > 0
+        }
+        try await client.shutdown()
+        #expect(waiting)
+        let stopping = ContinuousClock.now
+        // Before APNs calls honoured cancellation, this ended in ServiceLifecycle's fatal error (signal 4).
+        #expect(broker.stop() == 0, "\(broker.output.suffix(3000))")
+        #expect(stopping.duration(to: .now) < .seconds(15))  // grace 2 s, then at most 5 s of cancellation
+        #expect(broker.output.contains("stopped"), "\(broker.output.suffix(3000))")
+        let open = try await database.read {
+            try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM deliveries WHERE settled_at IS NULL AND pushed_at IS NULL")
+        }
+        #expect(open == 50)  // handed back: the next start pushes them
     }
 
     /// A tenant whose users are all due now (UTC, this minute), each with one device; returns tokens by user.

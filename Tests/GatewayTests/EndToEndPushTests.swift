@@ -30,6 +30,11 @@ struct EndToEndPushTests {
             #expect(aps["sound"] == nil)
             #expect((aps["alert"] as? [String: String])?["title"] == "Title acme-3")
             #expect(payload?["impulseID"] as? String == "acme-3")
+            // APNs keeps it for an offline phone until the end of alice's day (the tenant's zone, Berlin).
+            var berlin = Calendar(identifier: .gregorian)
+            berlin.timeZone = try #require(TimeZone(identifier: "Europe/Berlin"))
+            let midnight = try #require(berlin.date(byAdding: .day, value: 1, to: berlin.startOfDay(for: Date())))
+            #expect(push.expiration == Int(midnight.timeIntervalSince1970), "\(String(describing: push.expiration))")
             let current = try await broker.send(.GET, "/CurrentImpulse?limit=1")
             #expect((current.json["items"] as? [[String: Any]])?.first?["workingID"] as? String == "acme-3")
             // The ledger recorded the push with APNs' id, and the collapse id is the delivery's.
@@ -54,6 +59,24 @@ struct EndToEndPushTests {
                 limit: 1
             )
             #expect(push.collapseID == "impulse-\(try #require(newest.first).delivery.id.rawValue)")
+        }
+    }
+
+    @Test("A tenant that asks for it gets apns-expiration 0: APNs tries once")
+    func immediateExpiry() async throws {
+        try await TestBroker.run { broker in
+            try await broker.store.setPushExpiry(tenant: Fixture.acme, .immediate)
+            let token = String(repeating: "ab", count: 32)
+            let registered = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                body: #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#
+            )
+            #expect(registered.status == 204)
+            #expect(try await broker.sendPush("command=send&impulse=acme-3&target=alice").status == 200)
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.accepted.count == 1 })
+            #expect(simulator.accepted.first?.expiration == 0)
         }
     }
 

@@ -26,7 +26,9 @@ struct SimulatorProcessTests {
                 host: "127.0.0.1",
                 port: port,
                 tls: tls,
-                serverHostname: "localhost"
+                serverHostname: "localhost",
+                // A 503 is sent again at the pool's next attempts for this long, then answered.
+                unreachableWait: .seconds(2)
             ),
             authentication: .token(ProviderTokenCache(identity: identity)),
             logger: TestBroker.logger

@@ -129,10 +129,15 @@ struct TestBroker: Sendable {
         scheduler: SchedulerConfiguration? = nil,
         adminToken: String? = nil,
         shutdownGracePeriod: Duration = .seconds(20),
+        requestDeadline: Duration = .seconds(10),
+        busyTimeout: Duration = .seconds(5),
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
-        let store = try await SQLiteStore(configuration: .init(path: directory + "/broker.sqlite"), logger: logger)
+        let store = try await SQLiteStore(
+            configuration: .init(path: directory + "/broker.sqlite", busyTimeout: busyTimeout),
+            logger: logger
+        )
         if seed { try await Fixture.seed(store) }
         let (ports, continuation) = AsyncStream.makeStream(of: (Listener, Int).self)
         let configuration = ServerConfiguration(
@@ -143,7 +148,12 @@ struct TestBroker: Sendable {
             changeFeedInterval: .milliseconds(20),
             shutdownGracePeriod: shutdownGracePeriod,
             // The fixture's users have hashes of cost 4, and so has the stand-in for unknown usernames.
-            rest: RESTConfiguration(maxBodySize: maxBodySize, mediaDirectory: directory + "/media", bcryptCost: 4),
+            rest: RESTConfiguration(
+                maxBodySize: maxBodySize,
+                mediaDirectory: directory + "/media",
+                bcryptCost: 4,
+                requestDeadline: requestDeadline
+            ),
             // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
             scheduler: scheduler,
             admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }

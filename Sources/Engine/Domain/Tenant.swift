@@ -11,6 +11,8 @@ public struct Tenant: Sendable, Equatable {
     public var maxPushesPerDay: Int
     /// The APNs topic (the app's bundle id); device tokens are unique per tenant and topic.
     public var apnsTopic: String
+    /// How long APNs keeps trying to reach an offline phone.
+    public var pushExpiry: PushExpiry
     public var createdAt: Date
 
     public init(
@@ -21,6 +23,7 @@ public struct Tenant: Sendable, Equatable {
         defaultDeliveryTime: LocalTime? = nil,
         maxPushesPerDay: Int = 1,
         apnsTopic: String = "com.example.impulse",
+        pushExpiry: PushExpiry = .endOfDay,
         createdAt: Date = Date()
     ) throws(EngineError) {
         guard !name.isEmpty, name.count <= 200 else {
@@ -43,6 +46,7 @@ public struct Tenant: Sendable, Equatable {
         }
         self.maxPushesPerDay = maxPushesPerDay
         self.apnsTopic = apnsTopic
+        self.pushExpiry = pushExpiry
         self.createdAt = createdAt
     }
 }

@@ -28,6 +28,8 @@ public struct BrokerMetrics: Sendable {
         public static let storeDuration = "broker_store_duration_seconds"
         public static let residentMemory = "broker_process_resident_memory_bytes"
         public static let schedulerLag = "broker_scheduler_lag_seconds"
+        public static let schedulerFailures = "broker_scheduler_failures_total"
+        public static let schedulerFailing = "broker_scheduler_failing"
     }
 
     /// Tenants labelled by name; more than this many share the label `other`.
@@ -134,6 +136,16 @@ public struct BrokerMetrics: Sendable {
     }
 
     /// Several deliveries' lags, one handle lookup.
+    /// A failed dispatch pass (a read or a commit).
+    func schedulerFailure() {
+        counter(Name.schedulerFailures).increment()
+    }
+
+    /// 1 while the dispatch is failing, 0 once it works.
+    func schedulerFailing(_ failing: Bool) {
+        gauge(Name.schedulerFailing).record(failing ? 1 : 0)
+    }
+
     func dispatchLag(tenant: TenantID, seconds: [Double]) {
         guard !seconds.isEmpty else { return }
         let lag = timer(Name.dispatchLag, [("tenant", tenantLabel(tenant))])

@@ -255,6 +255,8 @@ public actor PushGateway {
             var sends: [(job: Int, push: OutboundPush)] = []
             var counts = PushStatistics()
             var marks: [PushSettlement] = []
+            var expiries = ExpiryCache()
+            let now = Date()
             for index in jobs.indices {
                 let impulseID = jobs[index].delivery.impulse
                 if titles[impulseID] == nil {
@@ -266,6 +268,16 @@ public actor PushGateway {
                 let delivery = jobs[index].delivery.id
                 let target = jobs[index].target ?? targets[user]
                 let first = sends.count
+                // APNs keeps the push for an offline phone until the end of the user's delivery day.
+                let expiresAt =
+                    target.map {
+                        expiries.expiration(
+                            tenant.pushExpiry,
+                            localDate: jobs[index].delivery.localDate,
+                            zone: $0.timeZone ?? tenant.defaultTimeZone,
+                            now: now
+                        )
+                    } ?? nil
                 for device in target?.devices ?? [] where device.quarantinedAt == nil {
                     let push = OutboundPush(
                         tenant: tenantID,
@@ -273,7 +285,8 @@ public actor PushGateway {
                         device: device,
                         title: title,
                         badge: target?.unreadCount ?? 0,
-                        impulse: impulseID
+                        impulse: impulseID,
+                        expiresAt: expiresAt
                     )
                     sends.append((index, push))
                 }
@@ -371,7 +384,7 @@ public actor PushGateway {
                     }
                 }
             }
-            let now = Date()
+            let settledAt = Date()
             var lags: [Double] = []
             // `sends` is in job order: each sent job once, in order, skipping a job's further devices.
             var previous = -1
@@ -380,7 +393,7 @@ public actor PushGateway {
                 previous = index
                 if unsettled.contains(index) && accepted[index] == nil { continue }
                 if accepted[index] != nil, let dueAt = jobs[index].delivery.dueAt {
-                    lags.append(now.timeIntervalSince(dueAt))
+                    lags.append(settledAt.timeIntervalSince(dueAt))
                 }
                 marks.append(
                     PushSettlement(
@@ -393,7 +406,7 @@ public actor PushGateway {
             }
             metrics.dispatchLag(tenant: tenantID, seconds: lags)
             await add(counts)
-            try await ledger.record(marks, at: now)
+            try await ledger.record(marks, at: settledAt)
         } catch is CancellationError {
             // Shutting down: the deliveries stay unsettled and are pushed at the next start.
         } catch {

@@ -12,8 +12,18 @@ public struct OutboundPush: Sendable, Equatable {
     public var impulse: ImpulseID
     /// Stable per delivery and device: a resend replaces the first on the device instead of showing twice.
     public var collapseID: String
+    /// Until when APNs keeps trying an offline phone (the end of the user's delivery day); nil: once only.
+    public var expiresAt: Date?
 
-    public init(tenant: TenantID, delivery: DeliveryID, device: Device, title: String, badge: Int, impulse: ImpulseID) {
+    public init(
+        tenant: TenantID,
+        delivery: DeliveryID,
+        device: Device,
+        title: String,
+        badge: Int,
+        impulse: ImpulseID,
+        expiresAt: Date? = nil
+    ) {
         self.tenant = tenant
         self.delivery = delivery
         self.device = device
@@ -21,6 +31,7 @@ public struct OutboundPush: Sendable, Equatable {
         self.badge = badge
         self.impulse = impulse
         self.collapseID = "impulse-\(delivery.rawValue)"
+        self.expiresAt = expiresAt
     }
 }
 
@@ -76,9 +87,12 @@ extension PushTransport {
 public struct PushTarget: Sendable, Equatable {
     public var devices: [Device]
     public var unreadCount: Int
+    /// The user's own time zone; nil: the tenant's default.
+    public var timeZone: String?
 
-    public init(devices: [Device], unreadCount: Int) {
+    public init(devices: [Device], unreadCount: Int, timeZone: String? = nil) {
         self.devices = devices
         self.unreadCount = unreadCount
+        self.timeZone = timeZone
     }
 }

@@ -21,6 +21,10 @@ public actor Scheduler {
     private let metrics: BrokerMetrics
     private let counters = Mutex(SchedulerStatistics())
     private var tenants: [TenantID: (tenant: Tenant, catalog: CatalogIndex, loadedAt: ContinuousClock.Instant)] = [:]
+    /// Failed passes in a row (a full disk, a store that is down): they pause the dispatch, doubling, jittered.
+    private var streak: FailureStreak
+    /// The streak as inspection sees it, readable without waiting for the actor.
+    private let health = Mutex(SchedulerHealth())
 
     public init(
         store: any BrokerStore,
@@ -37,10 +41,17 @@ public actor Scheduler {
         self.planner = DispatchPlanner(staleness: configuration.staleness, spreadWindow: configuration.spreadWindow)
         self.logger = logger
         self.metrics = metrics
+        self.streak = FailureStreak(
+            initialBackoff: configuration.failureBackoff,
+            maximumBackoff: configuration.maximumFailureBackoff
+        )
     }
 
     /// What the scheduler did so far; readable at any time without waiting for the actor.
     public nonisolated var statistics: SchedulerStatistics { counters.withLock { $0 } }
+
+    /// Whether the dispatch is failing, since when and why; readable at any time without waiting for the actor.
+    public nonisolated var currentHealth: SchedulerHealth { health.withLock { $0 } }
 
     /// Pushes what an earlier run left unpushed, then dispatches until the task is cancelled. A batch in
     /// progress when cancelled is either committed or not at all; its pushes are handed back to the next start.
@@ -70,11 +81,20 @@ public actor Scheduler {
                 return
             } catch {
                 cursor = nil
-                logger.error("dispatch failed; retrying", metadata: ["error": "\(error)"])
+                failed(error)
+            }
+            if passFailed {
+                // A failed read or commit: the rows are still due. Wait for the batch in flight, then back off.
+                await settlePipeline()
+                passFailed = false
+                let pause = streak.backoff(jitter: Double.random(in: 0.5...1.5))
+                do { try await Task.sleep(for: pause) } catch { return }
+                continue
             }
             guard processed < configuration.batchSize else { continue }
             // The end of a pass over the due rows: let the last batch land before reading from the start again.
             await settlePipeline()
+            if passFailed { continue }
             cursor = nil
             var pause = configuration.pollInterval
             if let next = try? await store.nextFireTime() {
@@ -104,6 +124,7 @@ public actor Scheduler {
             committing = Task {
                 do {
                     try await self.finish(decided)
+                    self.succeeded()
                 } catch is CancellationError {
                     // Stopping: the rows stay due and the deliveries unpushed; the next start takes them.
                 } catch {
@@ -112,6 +133,8 @@ public actor Scheduler {
             }
         }
         if !reminders.isEmpty { try await fire(reminders, now: now) }
+        // Reads work and nothing had to be written, or the reminders were: the store is healthy.
+        if !reminders.isEmpty || due.isEmpty { succeeded() }
         return max(due.count, reminders.count)
     }
 
@@ -127,7 +150,44 @@ public actor Scheduler {
     private func commitFailed(_ error: any Error) {
         // Its rows are still due: the next pass reads them again.
         cursor = nil
-        logger.error("dispatch failed; retrying", metadata: ["error": "\(error)"])
+        failed(error)
+    }
+
+    /// Whether a read or commit failed since the run loop last backed off.
+    private var passFailed = false
+
+    /// Counts a failure; the first of a streak is logged (with the error), the others only counted.
+    private func failed(_ error: any Error) {
+        passFailed = true
+        metrics.schedulerFailure()
+        let transition = streak.failed("\(error)", at: .now)
+        publishHealth()
+        if case .startedFailing(let description) = transition {
+            logger.error(
+                "dispatch failing; retrying with backoff (logged again when it recovers)",
+                metadata: ["error": "\(description)"]
+            )
+        }
+    }
+
+    private func succeeded() {
+        guard case .recovered(let failures, let duration) = streak.succeeded(at: .now) else { return }
+        publishHealth()
+        logger.notice(
+            "dispatch recovered",
+            metadata: ["failures": "\(failures)", "failing_ms": "\(Int(duration / .milliseconds(1)))"]
+        )
+    }
+
+    private func publishHealth() {
+        let failing = streak.isFailing
+        let view = SchedulerHealth(
+            consecutiveFailures: streak.failures,
+            failingSince: failing ? Date().addingTimeInterval(-(streak.since?.duration(to: .now).seconds ?? 0)) : nil,
+            lastError: streak.lastError
+        )
+        health.withLock { $0 = view }
+        metrics.schedulerFailing(failing)
     }
 
     /// Processes what is due at `now`: at most one batch of rows and one of reminders. Returns how many rows

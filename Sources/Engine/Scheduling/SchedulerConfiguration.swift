@@ -1,3 +1,5 @@
+import Foundation
+
 /// Configuration of the ``Scheduler``.
 public struct SchedulerConfiguration: Sendable {
     /// Due rows taken from the index per transaction.
@@ -15,6 +17,9 @@ public struct SchedulerConfiguration: Sendable {
     public var sweepInterval: Duration
     /// How long a tenant's catalog is used before it is read again (changes also arrive by the change feed).
     public var catalogTTL: Duration
+    /// The first and the longest pause after a failed pass (the store failing), doubling in between, jittered.
+    public var failureBackoff: Duration
+    public var maximumFailureBackoff: Duration
 
     public init(
         batchSize: Int = 500,
@@ -23,7 +28,9 @@ public struct SchedulerConfiguration: Sendable {
         spreadWindow: Duration = .seconds(300),
         repeatWindowDays: Int = 30,
         sweepInterval: Duration = .seconds(300),
-        catalogTTL: Duration = .seconds(60)
+        catalogTTL: Duration = .seconds(60),
+        failureBackoff: Duration = .milliseconds(200),
+        maximumFailureBackoff: Duration = .seconds(30)
     ) {
         self.batchSize = max(1, batchSize)
         self.pollInterval = pollInterval
@@ -32,6 +39,22 @@ public struct SchedulerConfiguration: Sendable {
         self.repeatWindowDays = max(0, repeatWindowDays)
         self.sweepInterval = sweepInterval
         self.catalogTTL = catalogTTL
+        self.failureBackoff = failureBackoff
+        self.maximumFailureBackoff = maximumFailureBackoff
+    }
+}
+
+/// Whether the dispatch is failing (for inspection).
+public struct SchedulerHealth: Sendable, Equatable {
+    /// Failed passes in a row; 0 while the dispatch works.
+    public var consecutiveFailures = 0
+    public var failingSince: Date?
+    public var lastError: String?
+
+    public init(consecutiveFailures: Int = 0, failingSince: Date? = nil, lastError: String? = nil) {
+        self.consecutiveFailures = consecutiveFailures
+        self.failingSince = failingSince
+        self.lastError = lastError
     }
 }
 

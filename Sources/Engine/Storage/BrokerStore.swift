@@ -20,6 +20,8 @@ public protocol BrokerStore: Sendable {
     func createTenant(_ tenant: Tenant) async throws
     func tenant(_ id: TenantID) async throws -> Tenant?
     func tenants() async throws -> [Tenant]
+    /// Changes how long APNs keeps a tenant's pushes for offline phones; unknown tenants are `.unknownTenant`.
+    func setPushExpiry(tenant: TenantID, _ expiry: PushExpiry) async throws
 
     // MARK: Users
     func createUser(_ user: NewUser) async throws -> User

@@ -11,7 +11,8 @@ extension SQLiteStore {
         SELECT \(deviceColumns),
             (SELECT COUNT(*) FROM deliveries
                 WHERE deliveries.user_id = devices.user_id AND deliveries.tenant_id = devices.tenant_id
-                AND read_at IS NULL)
+                AND read_at IS NULL),
+            (SELECT time_zone FROM users WHERE users.id = devices.user_id)
         FROM devices INDEXED BY devices_owner
         WHERE user_id IN (\(placeholders)) AND tenant_id = ? AND removed_at IS NULL
         ORDER BY registered_at DESC
@@ -57,6 +58,7 @@ extension SQLiteStore {
                     let device = try Self.device(from: row)
                     targets[device.owner]?.devices.append(device)
                     targets[device.owner]?.unreadCount = row[8]
+                    targets[device.owner]?.timeZone = row[9]
                 }
             }
             return targets

@@ -151,6 +151,10 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v7-push-expiry") { db in
+            // NULL: the default (`end-of-day`).
+            try db.execute(sql: "ALTER TABLE tenants ADD COLUMN push_expiry TEXT")
+        }
         return migrator
     }
 }

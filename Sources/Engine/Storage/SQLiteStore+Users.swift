@@ -7,12 +7,12 @@ extension SQLiteStore {
             try db.execute(
                 sql: """
                     INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
-                        max_pushes_per_day, apns_topic, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        max_pushes_per_day, apns_topic, created_at, push_expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
                     tenant.defaultDeliveryTime.minuteOfDay, tenant.maxPushesPerDay, tenant.apnsTopic,
-                    tenant.createdAt.unixSeconds,
+                    tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue,
                 ]
             )
         }
@@ -23,6 +23,17 @@ extension SQLiteStore {
             try Row.fetchOne(db, sql: "SELECT * FROM tenants WHERE id = ?", arguments: [id.rawValue]).map(
                 Self.tenant(from:)
             )
+        }
+    }
+
+    public func setPushExpiry(tenant: TenantID, _ expiry: PushExpiry) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE tenants SET push_expiry = ? WHERE id = ?",
+                arguments: [expiry.rawValue, tenant.rawValue]
+            )
+            guard db.changesCount == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
+            try self.logChange(db, tenant: tenant, subject: .catalog)
         }
     }
 
@@ -191,6 +202,7 @@ extension SQLiteStore {
             defaultDeliveryTime: LocalTime(minuteOfDay: row["default_delivery_minute"]),
             maxPushesPerDay: row["max_pushes_per_day"],
             apnsTopic: row["apns_topic"],
+            pushExpiry: (row["push_expiry"] as String?).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

@@ -27,9 +27,13 @@ public struct APNsClientConfiguration: Sendable {
     public var connectTimeout: Duration
     /// Requests waiting for a free stream beyond which `send` fails fast (memory stays bounded).
     public var maximumWaiting: Int
-    /// First and largest pause between connection attempts after a failure or GOAWAY (jittered, doubling).
+    /// First and largest pause between connection attempts while APNs cannot be reached (jittered, doubling):
+    /// after an outage the next attempt comes at most `maximumReconnectBackoff` after it ends.
     public var reconnectBackoff: Duration
     public var maximumReconnectBackoff: Duration
+    /// How long a push waits for an unreachable APNs (through the pool's next attempts) before it fails and its
+    /// own retries (then the gateway's sweep) take over.
+    public var unreachableWait: Duration
 
     public init(
         host: String,
@@ -41,7 +45,8 @@ public struct APNsClientConfiguration: Sendable {
         connectTimeout: Duration = .seconds(10),
         maximumWaiting: Int = 10_000,
         reconnectBackoff: Duration = .milliseconds(100),
-        maximumReconnectBackoff: Duration = .seconds(30)
+        maximumReconnectBackoff: Duration = .seconds(10),
+        unreachableWait: Duration = .seconds(60)
     ) {
         self.host = host
         self.port = port
@@ -53,6 +58,7 @@ public struct APNsClientConfiguration: Sendable {
         self.maximumWaiting = maximumWaiting
         self.reconnectBackoff = reconnectBackoff
         self.maximumReconnectBackoff = maximumReconnectBackoff
+        self.unreachableWait = unreachableWait
     }
 }
 
@@ -71,7 +77,14 @@ public actor APNsClient {
         /// Streams leased and not yet answered: the pool adds what it leases, and each answer gives its stream
         /// back at once on the event loop, not when the slowest answer of its batch comes.
         let leased = Atomic<Int>(0)
-        init(connection: HTTP2ClientConnection) { self.connection = connection }
+        /// Set once, by the event loop, when GOAWAY or the close comes (or when the pool retires it).
+        let lost = Atomic<Bool>(false)
+        /// The pool's reconnect round when it was opened.
+        let round: Int
+        init(connection: HTTP2ClientConnection, round: Int) {
+            self.connection = connection
+            self.round = round
+        }
         var isOpen: Bool { !draining.load(ordering: .relaxed) && connection.channel.isActive }
     }
 
@@ -79,8 +92,8 @@ public actor APNsClient {
         let link: Link
         var verified: Bool
         var lastUsed = ContinuousClock.now
-        /// Whether its GOAWAY or close has been counted towards the reconnect backoff.
-        var lossCounted = false
+        /// Whether APNs accepted a push on it.
+        var carriedPushes = false
     }
 
     public nonisolated let configuration: APNsClientConfiguration
@@ -92,14 +105,21 @@ public actor APNsClient {
     /// Set by a caller about to wait for a stream; the event loop that gives a stream back clears it and wakes
     /// the waiters (one hop per wait, not one per answer).
     private nonisolated let streamWanted = Atomic<Bool>(false)
-    private var failures = 0
-    private var nextConnectAt = ContinuousClock.now
-    private var stats = (sent: 0, connectionsOpened: 0, goAways: 0)
+    private var schedule: ReconnectSchedule
+    private var stats = (sent: 0, connectionsOpened: 0)
+    /// Connections lost to GOAWAY or a close, counted by the event loop when it happens.
+    private nonisolated let losses = Atomic<Int>(0)
+    /// Decides which answers retire their connection (those whose retry needs a new one).
+    private let policy = PushOutcomePolicy()
 
     public init(configuration: APNsClientConfiguration, authentication: APNsAuthentication, logger: Logger) {
         self.configuration = configuration
         self.authentication = authentication
         self.logger = logger
+        self.schedule = ReconnectSchedule(
+            initialBackoff: configuration.reconnectBackoff,
+            maximumBackoff: configuration.maximumReconnectBackoff
+        )
     }
 
     /// Sends one push; never throws: every failure is a `PushResult` the outcome policy understands.
@@ -111,14 +131,19 @@ public actor APNsClient {
             return .transportFailure(description: "cannot sign a provider token", resendable: true)
         }
         let body = ByteBuffer(bytes: notification.payload)
+        let giveUpAt = ContinuousClock.now + configuration.unreachableWait
         var attempt = 0
+        // The latest 503, answered when APNs stays unavailable past the push's patience.
+        var unavailableAnswer: PushResult?
         while true {
             attempt += 1
             let lease: Link
-            switch await acquire(upTo: 1) {
+            switch await acquire(upTo: 1, giveUpAt: giveUpAt) {
             case .success(let leased): lease = leased.link
-            case .failure(let reason): return .transportFailure(description: reason.description, resendable: true)
+            case .failure(let reason):
+                return unavailableAnswer ?? .transportFailure(description: reason.description, resendable: true)
             }
+            let round = schedule.round
             do {
                 let response = try await lease.connection.send(
                     headers,
@@ -126,18 +151,24 @@ public actor APNsClient {
                     deadline: TimeAmount(configuration.requestDeadline)
                 )
                 giveBack(lease, streams: 1)
-                settle(lease, accepted: response.status == 200)
+                let result = Self.result(of: response)
+                settle(lease, accepted: response.status == 200, retire: retires(result))
                 stats.sent += 1
-                return Self.result(of: response)
+                // APNs is unavailable: wait for the pool's next attempt and send again, within the push's patience.
+                if case .rejected(503, let reason, _) = result, ContinuousClock.now < giveUpAt {
+                    unavailable(round: round, reason: reason)
+                    unavailableAnswer = result
+                    continue
+                }
+                return result
             } catch let error as HTTP2EngineError {
                 giveBack(lease, streams: 1)
-                settle(lease, accepted: false)
+                settle(lease, accepted: false, retire: error.code == .deadlineExceeded)
                 // Not processed by APNs (REFUSED_STREAM, above a GOAWAY): resend at once, at most twice.
                 if error.code == .notProcessed, attempt < 3 { continue }
                 return .transportFailure(description: error.description, resendable: error.code == .notProcessed)
             } catch {
                 giveBack(lease, streams: 1)
-                settle(lease, accepted: false)
                 return .transportFailure(description: "\(error)", resendable: false)
             }
         }
@@ -174,16 +205,21 @@ public actor APNsClient {
             return (notification.headerBlock(authority: configuration.host, authorization: authorization), body)
         }
         let deadline = TimeAmount(configuration.requestDeadline)
+        let giveUpAt = ContinuousClock.now + configuration.unreachableWait
         var answers = [PushAnswer?](repeating: nil, count: notifications.count)
+        // The latest 503 of pushes sent again, answered when APNs stays unavailable past their patience.
+        var unavailableAnswers: [Int: PushAnswer] = [:]
         var todo = Array(notifications.indices)
         var attempt = 0
         while !todo.isEmpty {
             attempt += 1
             var resend: [Int] = []
+            let round = schedule.round
+            var unavailableReason: String?
             await withTaskGroup(of: (indices: [Int], answers: [HTTP2Answer]).self) { group in
                 var rest = todo[...]
                 while !rest.isEmpty {
-                    switch await acquire(upTo: rest.count) {
+                    switch await acquire(upTo: rest.count, giveUpAt: giveUpAt) {
                     case .success(let lease):
                         let indices = Array(rest.prefix(lease.granted))
                         rest = rest.dropFirst(lease.granted)
@@ -198,15 +234,14 @@ public actor APNsClient {
                             }
                             let unanswered = held.takeAll()
                             if unanswered > 0 { self.giveBack(lease.link, streams: unanswered) }
-                            await self.settle(
-                                lease.link,
-                                accepted: answers.contains { (try? $0.result.get())?.status == 200 }
-                            )
+                            await self.settle(lease.link, answers: answers)
                             return (indices, answers)
                         }
                     case .failure(let reason):
                         let failure = PushResult.transportFailure(description: reason.description, resendable: true)
-                        for index in rest { answers[index] = PushAnswer(result: failure, latency: .zero) }
+                        for index in rest {
+                            answers[index] = unavailableAnswers[index] ?? PushAnswer(result: failure, latency: .zero)
+                        }
                         rest = rest[rest.endIndex...]
                     }
                 }
@@ -214,6 +249,15 @@ public actor APNsClient {
                     for (index, answer) in zip(chunk.indices, chunk.answers) {
                         let latency = Duration.nanoseconds(answer.latency.nanoseconds)
                         switch answer.result {
+                        case .success(let response) where response.status == 503 && ContinuousClock.now < giveUpAt:
+                            // APNs is unavailable: sent again after the pool's next attempt.
+                            stats.sent += 1
+                            let result = Self.result(of: response)
+                            if unavailableReason == nil, case .rejected(_, let reason, _) = result {
+                                unavailableReason = reason
+                            }
+                            unavailableAnswers[index] = PushAnswer(result: result, latency: latency)
+                            resend.append(index)
                         case .success(let response):
                             stats.sent += 1
                             answers[index] = PushAnswer(result: Self.result(of: response), latency: latency)
@@ -231,6 +275,7 @@ public actor APNsClient {
                     }
                 }
             }
+            if let unavailableReason { unavailable(round: round, reason: unavailableReason) }
             todo = resend.sorted()
         }
         return answers.map {
@@ -243,14 +288,14 @@ public actor APNsClient {
         for entry in pool.values { entry.link.draining.store(true, ordering: .relaxed) }
     }
 
-    /// PINGs idle connections and forgets closed ones; call it periodically.
+    /// PINGs idle connections, forgets closed ones and closes retired ones once their streams are answered; call
+    /// it periodically.
     public func maintain(idleAfter: Duration = .seconds(60)) {
+        prune()
         let now = ContinuousClock.now
         for (id, entry) in pool {
             let inFlight = entry.link.leased.load(ordering: .relaxed)
-            if !entry.link.connection.channel.isActive, inFlight == 0 {
-                pool[id] = nil
-            } else if inFlight == 0, now - entry.lastUsed > idleAfter {
+            if inFlight == 0, entry.link.isOpen, now - entry.lastUsed > idleAfter {
                 entry.link.connection.ping()
                 pool[id]?.lastUsed = now
             }
@@ -267,7 +312,15 @@ public actor APNsClient {
         }
     }
 
-    public var counters: (sent: Int, connectionsOpened: Int, goAways: Int) { stats }
+    /// `goAways` counts every connection lost (GOAWAY or a close) when it happened, not when next asked for.
+    public var counters: (sent: Int, connectionsOpened: Int, goAways: Int) {
+        (stats.sent, stats.connectionsOpened, losses.load(ordering: .relaxed))
+    }
+
+    /// Whether APNs has been unreachable (failed attempts in a row, since when, the latest error).
+    public var reachability: (failures: Int, since: ContinuousClock.Instant?, lastError: String?) {
+        (schedule.streak.failures, schedule.streak.since, schedule.streak.lastError)
+    }
 
     public func shutdown() async {
         let links = pool.values.map(\.link)
@@ -284,12 +337,28 @@ public actor APNsClient {
         return Int(max(1, entry.link.maxStreams.load(ordering: .relaxed)))
     }
 
-    /// A connection with a free stream, opening one or waiting as needed. Fails at once when APNs cannot be
-    /// reached (the caller's retry policy backs off), never loops on connection attempts.
-    private func acquire(upTo wanted: Int) async -> Result<(link: Link, granted: Int), AcquireFailure> {
+    /// A connection with a free stream, opening one or waiting as needed. While APNs cannot be reached the
+    /// caller waits for the pool's next attempts (one probe at a time, `ReconnectSchedule`), up to
+    /// `unreachableWait`; then it fails and the caller's retry policy takes over.
+    private func acquire(
+        upTo wanted: Int,
+        giveUpAt: ContinuousClock.Instant
+    ) async -> Result<(link: Link, granted: Int), AcquireFailure> {
         // Whether `streamWanted` was raised since the last look: then one more look, and only then a wait.
         var announced = false
         while !Task.isCancelled {
+            // APNs answered 503: nothing is sent before the pool's next attempt.
+            if let pausedUntil = schedule.paused(now: .now) {
+                guard pausedUntil <= giveUpAt else {
+                    return .failure(AcquireFailure("APNs is unavailable (503); the pool keeps trying"))
+                }
+                do {
+                    try await Task.sleep(until: pausedUntil, clock: .continuous)
+                } catch {
+                    return .failure(AcquireFailure("cancelled"))
+                }
+                continue
+            }
             // Only this actor adds to `leased`; answers only take away, so a stream seen free stays free.
             if let (id, entry) = pool.first(where: { $0.value.link.isOpen && free($0.value) > 0 }) {
                 let granted = min(wanted, free(entry))
@@ -297,24 +366,28 @@ public actor APNsClient {
                 pool[id]?.lastUsed = .now
                 return .success((entry.link, granted))
             }
-            noteLostConnections()
-            pool = pool.filter { $0.value.link.isOpen || $0.value.link.leased.load(ordering: .relaxed) > 0 }
+            prune()
             let open = pool.values.filter { $0.link.isOpen }.count
-            if open + connecting < configuration.maximumConnections, ContinuousClock.now >= nextConnectAt {
-                if let failure = await connect() { return .failure(failure) }
+            let now = ContinuousClock.now
+            let maximum = configuration.maximumConnections
+            if schedule.mayConnect(now: now, open: open, connecting: connecting, maximum: maximum) {
+                await connect()
                 continue
             }
-            if open + connecting == 0 {
-                // Reconnecting after a GOAWAY or a failed connect: wait out a short backoff, fail a long one.
-                guard nextConnectAt - .now <= configuration.requestDeadline else {
-                    return .failure(AcquireFailure("APNs is unreachable; reconnecting after a backoff"))
+            if open == 0 {
+                guard now < giveUpAt, schedule.nextAttemptAt <= giveUpAt || connecting > 0 else {
+                    return .failure(AcquireFailure("APNs is unreachable; the pool keeps trying"))
                 }
-                do {
-                    try await Task.sleep(until: nextConnectAt, clock: .continuous)
-                } catch {
-                    return .failure(AcquireFailure("cancelled"))
+                if connecting == 0 {
+                    // Backing off: the next attempt is this caller's.
+                    do {
+                        try await Task.sleep(until: schedule.nextAttemptAt, clock: .continuous)
+                    } catch {
+                        return .failure(AcquireFailure("cancelled"))
+                    }
+                    continue
                 }
-                continue
+                // Another caller's probe is running: wait for its outcome below.
             }
             guard waiters.count < configuration.maximumWaiting else {
                 return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))
@@ -326,7 +399,7 @@ public actor APNsClient {
                 continue
             }
             announced = false
-            // Woken by an answer, a verified or newly opened connection, a failed connect, or the caller's
+            // Woken by an answer, a verified, opened or lost connection, a failed connect, or the caller's
             // cancellation (then all wake and re-check).
             await withTaskCancellationHandler {
                 await withCheckedContinuation { waiters.append($0) }
@@ -342,19 +415,38 @@ public actor APNsClient {
         init(_ description: String) { self.description = description }
     }
 
-    /// A connection lost to GOAWAY or a close delays the next connect (jittered, doubling while no push
-    /// succeeds), so a server that keeps sending GOAWAY never sees a rapid reconnect loop.
-    private func noteLostConnections() {
-        for (id, entry) in pool where !entry.link.isOpen && !entry.lossCounted {
-            pool[id]?.lossCounted = true
-            stats.goAways += 1
-            failures += 1
-            let pause = min(
-                configuration.reconnectBackoff * (1 << min(failures - 1, 16)),
-                configuration.maximumReconnectBackoff
-            )
-            nextConnectAt = max(nextConnectAt, .now + pause * Double.random(in: 0.5...1.5))
+    /// Forgets connections that can take no more work and hold no stream, closing those still open (retired).
+    private func prune() {
+        for (id, entry) in pool where !entry.link.isOpen && entry.link.leased.load(ordering: .relaxed) == 0 {
+            pool[id] = nil
+            if entry.link.connection.channel.isActive {
+                // Retired by this pool: its close is not a loss.
+                entry.link.lost.store(true, ordering: .relaxed)
+                entry.link.connection.channel.close(promise: nil)
+            }
         }
+    }
+
+    /// A connection got GOAWAY or closed (reported by its event loop as it happened).
+    private func lost(_ link: Link) {
+        let id = ObjectIdentifier(link)
+        let carriedPushes = pool[id]?.carriedPushes ?? true
+        if link.leased.load(ordering: .relaxed) == 0 {
+            // After a GOAWAY with nothing in flight the connection has no use left (with streams in flight,
+            // `prune` closes it once they are answered).
+            pool[id] = nil
+            if link.connection.channel.isActive { link.connection.channel.close(promise: nil) }
+        }
+        log(
+            schedule.connectionLost(
+                round: link.round,
+                carriedPushes: carriedPushes,
+                now: .now,
+                jitter: Double.random(in: 0.5...1.5)
+            )
+        )
+        // Callers waiting for a stream look again (and may open a new connection).
+        wakeWaiters()
     }
 
     private func free(_ entry: Pooled) -> Int {
@@ -370,15 +462,47 @@ public actor APNsClient {
         }
     }
 
-    /// After a chunk or a push: an accepted push verifies its connection (a token connection's limit then
-    /// follows the server's) and ends the reconnect backoff.
-    private func settle(_ link: Link, accepted: Bool) {
-        guard accepted else { return }
+    /// After a chunk's answers: an accepted push verifies its connection and ends an outage; a stream that
+    /// timed out, or an answer whose retry needs a new connection, retires the connection from new work.
+    private func settle(_ link: Link, answers: [HTTP2Answer]) {
+        var accepted = false
+        var retire = false
+        for answer in answers {
+            switch answer.result {
+            case .success(let response) where response.status == 200: accepted = true
+            case .success(let response): retire = retire || retires(Self.result(of: response))
+            case .failure(let error): retire = retire || error.code == .deadlineExceeded
+            }
+        }
+        settle(link, accepted: accepted, retire: retire)
+    }
+
+    private func settle(_ link: Link, accepted: Bool, retire: Bool) {
         let id = ObjectIdentifier(link)
+        if retire, !link.draining.exchange(true, ordering: .relaxed) {
+            logger.info(
+                "APNs connection retired: a stream timed out or APNs asked for a new connection",
+                metadata: ["apns.host": "\(configuration.host)"]
+            )
+        }
+        guard accepted else { return }
         let wasVerified = pool[id]?.verified ?? true
         pool[id]?.verified = true
-        failures = 0
+        pool[id]?.carriedPushes = true
+        log(schedule.accepted(now: .now))
         if !wasVerified { wakeWaiters() }
+    }
+
+    /// APNs answered 503 to a push sent in `round`: counted once per round; sending pauses until the next attempt.
+    private func unavailable(round: Int, reason: String) {
+        log(schedule.unavailable(round: round, reason: reason, now: .now, jitter: Double.random(in: 0.5...1.5)))
+    }
+
+    /// Whether an answer asks for the retry to go over another connection (the outcome policy's `newConnection`).
+    private func retires(_ result: PushResult) -> Bool {
+        guard case .rejected = result else { return false }
+        if case .retry(_, newConnection: true) = policy.action(for: result, attempt: 1) { return true }
+        return false
     }
 
     private func wakeWaiters() {
@@ -387,10 +511,36 @@ public actor APNsClient {
         for waiter in woken { waiter.resume() }
     }
 
-    /// Opens one connection; returns why it could not.
-    private func connect() async -> AcquireFailure? {
+    /// Logs the pool becoming unreachable and reachable again, once each.
+    private func log(_ transition: FailureStreak.Transition?) {
+        switch transition {
+        case .startedFailing(let error):
+            logger.error(
+                "APNs unreachable; pushes wait for the pool's next connection attempt",
+                metadata: ["apns.host": "\(configuration.host)", "error": "\(error)"]
+            )
+        case .recovered(let failures, let duration):
+            logger.notice(
+                "APNs reachable again",
+                metadata: [
+                    "apns.host": "\(configuration.host)", "failures": "\(failures)",
+                    "unreachable_ms": "\(Int(duration / .milliseconds(1)))",
+                ]
+            )
+        case nil:
+            break
+        }
+    }
+
+    /// Opens one connection; a failure is counted by the reconnect schedule (once per attempt round).
+    private func connect() async {
         connecting += 1
-        defer { connecting -= 1 }
+        let round = schedule.round
+        defer {
+            connecting -= 1
+            // Callers waiting for this connection (or for the probe's outcome) look again.
+            wakeWaiters()
+        }
         do {
             let box = Mutex<Link?>(nil)
             let connection = try await HTTP2ClientConnection.connect(
@@ -399,15 +549,20 @@ public actor APNsClient {
                 tls: configuration.tls,
                 serverHostname: configuration.serverHostname ?? configuration.host,
                 connectTimeout: TimeAmount(configuration.connectTimeout)
-            ) { event in
+            ) { [weak self] event in
                 guard let link = box.withLock({ $0 }) else { return }
                 switch event {
                 case .remoteSettings(let streams): link.maxStreams.store(streams, ordering: .relaxed)
-                case .goAway, .connectionClosed: link.draining.store(true, ordering: .relaxed)
+                case .goAway, .connectionClosed:
+                    link.draining.store(true, ordering: .relaxed)
+                    if !link.lost.exchange(true, ordering: .relaxed) {
+                        self?.losses.add(1, ordering: .relaxed)
+                        Task { await self?.lost(link) }
+                    }
                 default: break
                 }
             }
-            let link = Link(connection: connection)
+            let link = Link(connection: connection, round: round)
             box.withLock { $0 = link }
             let (streams, _, usable) = try await connection.streamState()
             link.maxStreams.store(streams, ordering: .relaxed)
@@ -415,29 +570,28 @@ public actor APNsClient {
             let certificate: Bool = if case .certificate = authentication { true } else { false }
             pool[ObjectIdentifier(link)] = Pooled(link: link, verified: certificate)
             stats.connectionsOpened += 1
-            // Callers that waited while it was opening may take its streams now.
-            wakeWaiters()
             logger.debug(
                 "APNs connection opened",
                 metadata: ["apns.host": "\(configuration.host)", "apns.streams": "\(streams)"]
             )
-            return nil
         } catch {
-            failures += 1
-            let pause = min(
-                configuration.reconnectBackoff * (1 << min(failures - 1, 16)),
-                configuration.maximumReconnectBackoff
+            if Task.isCancelled { return }
+            log(
+                schedule.attemptFailed(
+                    round: round,
+                    error: "\(error)",
+                    now: .now,
+                    jitter: Double.random(in: 0.5...1.5)
+                )
             )
-            nextConnectAt = .now + pause * Double.random(in: 0.5...1.5)
-            // Callers waiting for this connection would otherwise wait for a push that never comes.
-            wakeWaiters()
-            logger.warning(
-                "cannot connect to APNs; backing off",
+            logger.debug(
+                "cannot connect to APNs",
                 metadata: [
-                    "apns.host": "\(configuration.host)", "apns.backoff_ms": "\(pause.components.seconds * 1000)",
+                    "apns.host": "\(configuration.host)", "error": "\(error)",
+                    "apns.next_attempt_ms":
+                        "\(Int(ContinuousClock.now.duration(to: schedule.nextAttemptAt) / .milliseconds(1)))",
                 ]
             )
-            return AcquireFailure("cannot connect to APNs: \(error)")
         }
     }
 

@@ -182,6 +182,7 @@ public final class APNsPushTransport: PushTransport {
             let notification = try APNsNotification(
                 token: push.device.token,
                 topic: push.device.topic,
+                expiration: push.expiresAt,
                 generatedID: APNsNotification.deterministicID(
                     push.tenant.rawValue,
                     push.delivery.description,

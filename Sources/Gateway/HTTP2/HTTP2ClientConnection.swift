@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// A client HTTP/2 connection on the libnghttp2 engine, usable from any task.
 ///
@@ -30,11 +31,41 @@ public final class HTTP2ClientConnection: Sendable {
             configuration.applicationProtocols = ["h2"]
             return try NIOSSLContext(configuration: configuration)
         }
+        // Cancelling the caller closes the channel being set up: the connect, the TLS handshake and the wait for
+        // SETTINGS all end with it.
+        let attempt = ConnectAttempt()
+        return try await withTaskCancellationHandler {
+            try await connect(
+                host: host,
+                port: port,
+                sslContext: sslContext,
+                serverHostname: serverHostname,
+                group: group,
+                connectTimeout: connectTimeout,
+                attempt: attempt,
+                onEvent: onEvent
+            )
+        } onCancel: {
+            attempt.cancel()
+        }
+    }
+
+    private static func connect(
+        host: String,
+        port: Int,
+        sslContext: NIOSSLContext?,
+        serverHostname: String?,
+        group: any EventLoopGroup,
+        connectTimeout: TimeAmount,
+        attempt: ConnectAttempt,
+        onEvent: @escaping @Sendable (HTTP2Event) -> Void
+    ) async throws -> HTTP2ClientConnection {
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    guard attempt.started(channel) else { throw CancellationError() }
                     if let sslContext {
                         let ssl = try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname ?? host)
                         try channel.pipeline.syncOperations.addHandler(ssl)
@@ -77,17 +108,30 @@ public final class HTTP2ClientConnection: Sendable {
         try await send(HTTP2HeaderBlock(headers), body: body, deadline: deadline)
     }
 
-    /// Sends one request and waits for the whole response, at most `deadline`.
+    /// Sends one request and waits for the whole response, at most `deadline`. Cancelling the caller resets the
+    /// stream and fails the call with `.cancelled`.
     public func send(
         _ headers: HTTP2HeaderBlock,
         body: ByteBuffer? = nil,
         deadline: TimeAmount
     ) async throws -> HTTP2Message {
         let promise = channel.eventLoop.makePromise(of: HTTP2Message.self)
-        channel.eventLoop.execute { [handler] in
-            handler.value.request(headers, body: body, deadline: deadline, promise: promise)
+        let ticket = StreamTicket()
+        return try await withTaskCancellationHandler {
+            channel.eventLoop.execute { [handler] in
+                guard !ticket.isCancelled else {
+                    promise.fail(HTTP2EngineError(.cancelled, "the caller was cancelled"))
+                    return
+                }
+                let stream = handler.value.request(headers, body: body, deadline: deadline, promise: promise)
+                if let stream, ticket.submitted([stream]) { handler.value.cancel([stream]) }
+            }
+            return try await promise.futureResult.get()
+        } onCancel: { [handler] in
+            let streams = ticket.cancel()
+            guard !streams.isEmpty else { return }
+            handler.eventLoop.execute { handler.value.cancel(streams) }
         }
-        return try await promise.futureResult.get()
     }
 
     /// Sends several requests in one hop to the event loop and one write, and waits for every answer (in order).
@@ -100,11 +144,29 @@ public final class HTTP2ClientConnection: Sendable {
         onAnswer: (@Sendable () -> Void)? = nil
     ) async -> [HTTP2Answer] {
         let promise = channel.eventLoop.makePromise(of: [HTTP2Answer].self)
-        channel.eventLoop.execute { [handler] in
-            handler.value.request(batch: requests, deadline: deadline, onAnswer: onAnswer, promise: promise)
-        }
+        let ticket = StreamTicket()
         do {
-            return try await promise.futureResult.get()
+            return try await withTaskCancellationHandler {
+                channel.eventLoop.execute { [handler] in
+                    guard !ticket.isCancelled else {
+                        let failure = HTTP2EngineError(.cancelled, "the caller was cancelled")
+                        promise.succeed(requests.map { _ in HTTP2Answer(result: .failure(failure), latency: .zero) })
+                        return
+                    }
+                    let streams = handler.value.request(
+                        batch: requests,
+                        deadline: deadline,
+                        onAnswer: onAnswer,
+                        promise: promise
+                    )
+                    if ticket.submitted(streams) { handler.value.cancel(streams) }
+                }
+                return try await promise.futureResult.get()
+            } onCancel: { [handler] in
+                let streams = ticket.cancel()
+                guard !streams.isEmpty else { return }
+                handler.eventLoop.execute { handler.value.cancel(streams) }
+            }
         } catch {
             let failure = HTTP2EngineError(.connectionClosed, "\(error)")
             return requests.map { _ in HTTP2Answer(result: .failure(failure), latency: .zero) }
@@ -129,5 +191,50 @@ public final class HTTP2ClientConnection: Sendable {
 
     public func close() async {
         try? await channel.close()
+    }
+}
+
+/// The streams of one call, so that cancelling the caller resets them, whether the cancellation comes before or
+/// after the event loop opened them.
+final class StreamTicket: Sendable {
+    private let state = Mutex<(cancelled: Bool, streams: [Int32])>((false, []))
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Records the call's streams (on the event loop); true when the caller was cancelled meanwhile.
+    func submitted(_ streams: [Int32]) -> Bool {
+        state.withLock {
+            $0.streams = streams
+            return $0.cancelled
+        }
+    }
+
+    /// Marks the call cancelled; returns the streams opened so far (they must be reset).
+    func cancel() -> [Int32] {
+        state.withLock {
+            $0.cancelled = true
+            return $0.streams
+        }
+    }
+}
+
+/// A connection being set up, so that cancelling the caller closes its channel.
+final class ConnectAttempt: Sendable {
+    private let state = Mutex<(cancelled: Bool, channel: (any Channel)?)>((false, nil))
+
+    /// Records the new channel; false when the caller was cancelled already (the channel must not be used).
+    func started(_ channel: any Channel) -> Bool {
+        state.withLock {
+            $0.channel = channel
+            return !$0.cancelled
+        }
+    }
+
+    func cancel() {
+        let channel = state.withLock {
+            $0.cancelled = true
+            return $0.channel
+        }
+        channel?.close(promise: nil)
     }
 }

@@ -133,16 +133,18 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     // MARK: Client
 
-    /// Sends a request; the promise completes with the response, or fails on reset, deadline or close.
+    /// Sends a request; the promise completes with the response, or fails on reset, deadline or close. Returns
+    /// its stream (nil when it failed at once).
+    @discardableResult
     func request(
         _ headers: HTTP2HeaderBlock,
         body: ByteBuffer?,
         deadline: TimeAmount,
         promise: EventLoopPromise<HTTP2Message>
-    ) {
+    ) -> Int32? {
         guard let session, let context, !goingAway else {
             promise.fail(HTTP2EngineError(.notProcessed, "the connection is closing"))
-            return
+            return nil
         }
         do {
             let streamID = try session.submitRequest(headers: headers, body: body)
@@ -152,24 +154,28 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             }
             pending[streamID] = .single(promise, deadline: timer)
             flush()
+            return streamID
         } catch {
             promise.fail(error)
+            return nil
         }
     }
 
     /// Sends several requests with one write and one deadline timer; the promise completes when every one has
     /// its answer or failure, in the order given, each with the time from submission to its answer. `onAnswer`
-    /// runs for each request as its answer or failure comes, before the promise completes.
+    /// runs for each request as its answer or failure comes, before the promise completes. Returns the streams
+    /// it opened.
+    @discardableResult
     func request(
         batch requests: [(headers: HTTP2HeaderBlock, body: ByteBuffer?)],
         deadline: TimeAmount,
         onAnswer: (() -> Void)? = nil,
         promise: EventLoopPromise<[HTTP2Answer]>
-    ) {
+    ) -> [Int32] {
         guard let session, let context, !goingAway else {
             let failure = HTTP2EngineError(.notProcessed, "the connection is closing")
             promise.succeed(requests.map { _ in HTTP2Answer(result: .failure(failure), latency: .zero) })
-            return
+            return []
         }
         let batch = BatchAnswers(count: requests.count, onAnswer: onAnswer, promise: promise)
         var streams: [Int32] = []
@@ -191,21 +197,30 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             }
         }
         flush()
+        return streams
     }
 
     private func expire(_ streamIDs: [Int32]) {
+        abandon(
+            streamIDs,
+            HTTP2EngineError(.deadlineExceeded, errorCode: HTTP2ErrorCode.cancel, "no answer before the deadline")
+        )
+    }
+
+    /// Resets streams whose caller was cancelled; their waiters fail with `.cancelled`.
+    func cancel(_ streamIDs: [Int32]) {
+        abandon(
+            streamIDs,
+            HTTP2EngineError(.cancelled, errorCode: HTTP2ErrorCode.cancel, "the caller was cancelled")
+        )
+    }
+
+    /// Resets streams still waiting for their answer with CANCEL and fails their waiters.
+    private func abandon(_ streamIDs: [Int32], _ error: HTTP2EngineError) {
         for streamID in streamIDs {
             guard let waiter = pending.removeValue(forKey: streamID) else { continue }
             session?.resetStream(streamID, errorCode: HTTP2ErrorCode.cancel)
-            waiter.complete(
-                .failure(
-                    HTTP2EngineError(
-                        .deadlineExceeded,
-                        errorCode: HTTP2ErrorCode.cancel,
-                        "no answer before the deadline"
-                    )
-                )
-            )
+            waiter.complete(.failure(error))
         }
         flush()
     }

@@ -105,6 +105,8 @@ public struct HTTP2EngineError: Error, Sendable, Equatable, CustomStringConverti
         public static let connectionClosed = Code(name: "connection-closed")
         /// The stream was not processed by the peer (GOAWAY above it, or REFUSED_STREAM): safe to resend.
         public static let notProcessed = Code(name: "not-processed")
+        /// The caller's task was cancelled; the stream was reset with CANCEL (the peer may have processed it).
+        public static let cancelled = Code(name: "cancelled")
     }
 
     public var code: Code

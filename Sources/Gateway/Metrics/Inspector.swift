@@ -23,7 +23,16 @@ public struct Inspector: Sendable {
         var jwtAgeSeconds: Int?
         var pushesSent: Int
         var connectionsOpened: Int
+        /// Connections lost to GOAWAY or a close.
         var goAways: Int
+        /// Present while APNs cannot be reached: failed attempts in a row, for how long, the latest error.
+        var unreachable: Unreachable?
+    }
+
+    struct Unreachable: Encodable {
+        var failedAttempts: Int
+        var forSeconds: Int
+        var lastError: String?
     }
 
     struct TenantView: Encodable {
@@ -37,6 +46,14 @@ public struct Inspector: Sendable {
         var nextDueAt: String?
         var lagSeconds: Double
         var statistics: [String: Int]
+        /// Present while the dispatch is failing (the store): failures in a row, since when, the latest error.
+        var failing: Failing?
+    }
+
+    struct Failing: Encodable {
+        var consecutiveFailures: Int
+        var since: String?
+        var lastError: String?
     }
 
     struct View: Encodable {
@@ -64,6 +81,7 @@ public struct Inspector: Sendable {
             for pool in pools where pool.tenant == (own ? id : nil) {
                 let connections = await pool.client.snapshot()
                 let counters = await pool.client.counters
+                let reachability = await pool.client.reachability
                 views.append(
                     APNsPool(
                         identity: own ? "tenant" : "default",
@@ -80,7 +98,14 @@ public struct Inspector: Sendable {
                         // The default pool's counters are shared: shown to a tenant only in the operator's view.
                         pushesSent: own || only == nil ? counters.sent : 0,
                         connectionsOpened: counters.connectionsOpened,
-                        goAways: counters.goAways
+                        goAways: counters.goAways,
+                        unreachable: reachability.failures == 0
+                            ? nil
+                            : Unreachable(
+                                failedAttempts: reachability.failures,
+                                forSeconds: Int((reachability.since?.duration(to: .now) ?? .zero).components.seconds),
+                                lastError: reachability.lastError
+                            )
                     )
                 )
             }
@@ -97,6 +122,7 @@ public struct Inspector: Sendable {
         if only == nil, let scheduler {
             let (next, lag) = try await scheduler.lag(now: now)
             let s = scheduler.statistics
+            let health = scheduler.currentHealth
             schedulerView = SchedulerView(
                 nextDueAt: next.map { ISO8601DateFormatter().string(from: $0) },
                 lagSeconds: lag,
@@ -105,7 +131,14 @@ public struct Inspector: Sendable {
                     "skippedStale": s.skippedStale, "skippedNoImpulse": s.skippedNoImpulse,
                     "remindersFired": s.remindersFired, "requeued": s.requeued, "planned": s.planned,
                     "parked": s.parked,
-                ]
+                ],
+                failing: health.consecutiveFailures == 0
+                    ? nil
+                    : Failing(
+                        consecutiveFailures: health.consecutiveFailures,
+                        since: health.failingSince.map { ISO8601DateFormatter().string(from: $0) },
+                        lastError: health.lastError
+                    )
             )
         }
         return View(

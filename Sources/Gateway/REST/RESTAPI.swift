@@ -90,11 +90,23 @@ public struct RESTAPI: Sendable {
         allowed.insert(.options)
         let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
         let others: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch]
+        let deadline = RequestDeadline(limit: configuration.requestDeadline)
         for prefix in ["", "/t/:tenant"] {
             for (method, handler) in handlers {
                 router.on(RouterPath(prefix + path), method: method) { request, context in
-                    let caller = try await self.caller(request, context, scheme: scheme)
-                    return try await handler(request, context, caller)
+                    do {
+                        return try await deadline.run {
+                            let caller = try await self.caller(request, context, scheme: scheme)
+                            return try await handler(request, context, caller)
+                        }
+                    } catch is RequestDeadline.Exceeded {
+                        throw Problem.retryLater(
+                            .serviceUnavailable,
+                            "storage-unavailable",
+                            "the broker could not finish the request in time; try again later",
+                            after: .seconds(5)
+                        )
+                    }
                 }
             }
             router.on(RouterPath(prefix + path), method: .options) { _, _ in

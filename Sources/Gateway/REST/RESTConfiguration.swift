@@ -25,6 +25,9 @@ public struct RESTConfiguration: Sendable {
     public var verificationQueue: Int
     /// When failed logins slow down and are refused, per username and per client address.
     var loginThrottle = LoginThrottle.Policy()
+    /// The longest an authenticated request's work (login, store reads and writes) may take before it is answered
+    /// 503 with `Retry-After`; the work itself goes on and its result is dropped.
+    public var requestDeadline: Duration
 
     public init(
         publicBaseURL: String? = nil,
@@ -37,7 +40,8 @@ public struct RESTConfiguration: Sendable {
         maximumPendingReminders: Int = 20,
         reminderHorizon: Duration = .seconds(30 * 86_400),
         bcryptCost: UInt8 = 12,
-        verificationQueue: Int = 64
+        verificationQueue: Int = 64,
+        requestDeadline: Duration = .seconds(10)
     ) {
         self.publicBaseURL = publicBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.maxBodySize = maxBodySize
@@ -50,5 +54,6 @@ public struct RESTConfiguration: Sendable {
         self.reminderHorizon = reminderHorizon
         self.bcryptCost = min(31, max(4, bcryptCost))
         self.verificationQueue = max(1, verificationQueue)
+        self.requestDeadline = max(.milliseconds(100), requestDeadline)
     }
 }
