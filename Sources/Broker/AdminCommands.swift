@@ -8,11 +8,21 @@ import Logging
 func withStore(_ common: CommonOptions, _ body: (SQLiteStore, BrokerSettings) async throws -> Void) async throws {
     let settings = try BrokerSettings(options: common)
     let logger = bootstrapLogging(min(settings.logLevel, .warning))
+    // The arguments parsed: what fails from here on is the command's work, reported without the usage text.
     do {
         try await body(try await settings.openStore(logger: logger), settings)
     } catch let error as EngineError {
-        throw ValidationError(error.message)
+        throw CommandFailure(error.message)
+    } catch let error as ValidationError {
+        throw CommandFailure(error.message)
     }
+}
+
+/// A command that could not do its work: printed as `Error: <message>` (exit status 1), without the usage text
+/// ArgumentParser adds to a `ValidationError`.
+struct CommandFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ message: String) { description = message }
 }
 
 func parseTenant(_ text: String) throws -> TenantID {
@@ -120,13 +130,15 @@ struct CatalogCommand: AsyncParsableCommand {
         @Argument(help: "Path of the catalog file.") var file: String
 
         func run() async throws {
-            try await withStore(common) { store, _ in
+            try await withStore(common) { store, settings in
                 let id = try parseTenant(tenant)
                 guard try await store.tenant(id) != nil else { throw ValidationError("unknown tenant \(id)") }
                 guard let data = FileManager.default.contents(atPath: file) else {
                     throw ValidationError("cannot read \(file)")
                 }
                 let impulses = try CatalogImport.parse(data, tenant: id)
+                let media = settings.dataDirectory + "/media"
+                try CatalogImport.checkMedia(impulses) { MediaFiles.serves($0, folder: media) }
                 let (inserted, updated) = try await store.importImpulses(impulses, tenant: id)
                 print("imported \(impulses.count) impulses into \(id): \(inserted) new, \(updated) updated")
             }

@@ -187,8 +187,14 @@ struct Demo: AsyncParsableCommand {
             )
         }
         let created = try await store.createUsers(newUsers)
+        // Every demo user without a device gets one: the new ones, and any whose device a run killed between the
+        // two transactions never registered (rerunning resumes the seed instead of leaving them without).
+        let names = Set(people.map(\.name))
+        let demoUsers = try await store.users(tenant: tenantID).filter { names.contains($0.username) }
+        let targets = try await store.pushTargets(tenant: tenantID, users: demoUsers.map(\.id))
+        let deviceless = demoUsers.filter { targets[$0.id]?.devices.isEmpty ?? true }
         _ = try await store.registerDevices(
-            try created.map { user in
+            try deviceless.map { user in
                 try Device(
                     tenant: tenantID,
                     topic: tenant.apnsTopic,

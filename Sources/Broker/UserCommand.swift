@@ -61,6 +61,9 @@ struct UserCommand: AsyncParsableCommand {
                     timeZone: try timeZone.map { (zone) throws(EngineError) in try validatedTimeZone(zone) }
                 )
                 let hash = try await Authenticator.hash(password, cost: settings.bcryptCost)
+                guard try await store.user(tenant: id, username: username) == nil else {
+                    throw CommandFailure("user '\(username)' already exists in \(id)")
+                }
                 let user = try await store.createUser(
                     try NewUser(
                         tenant: id,

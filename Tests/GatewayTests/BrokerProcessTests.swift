@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Engine
 import Foundation
 import Gateway
 import Synchronization
@@ -132,6 +133,37 @@ struct BrokerProcessTests {
         let rejected = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
         #expect(rejected.status != 0)
         #expect(rejected.error.contains("missing member"))
+        // Links under /media/ must name files the media folder serves; the error names the item and the path.
+        try FileManager.default.createDirectory(atPath: data + "/media/pics", withIntermediateDirectories: true)
+        try Data("jpeg".utf8).write(to: URL(fileURLWithPath: data + "/media/pics/a.jpg"))
+        try Data(
+            #"""
+            {"items": [
+              {"workingID": "m1", "language": "DE", "title": "T", "descriptionShort": "S", "description": "D",
+               "duration": 2, "action": "read", "single": true, "imageURLs": ["/media/pics/a.jpg"], "lifeArea": "family"},
+              {"workingID": "m2", "language": "DE", "title": "T", "descriptionShort": "S", "description": "D",
+               "duration": 2, "action": "read", "single": true, "imageURLs": ["https://cdn.example.com/b.jpg"],
+               "videoURL": "/media/pics/missing.mp4", "lifeArea": "family"}]}
+            """#.utf8
+        ).write(to: URL(fileURLWithPath: catalog))
+        let missing = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        #expect(missing.status != 0)
+        #expect(
+            missing.error.contains("item 1: video /media/pics/missing.mp4 is not in the media folder"),
+            "\(missing.error)"
+        )
+        #expect(!missing.error.lowercased().contains("usage"), "\(missing.error)")
+        try Data("mp4".utf8).write(to: URL(fileURLWithPath: data + "/media/pics/missing.mp4"))
+        let complete = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        #expect(complete.output.contains("2 new"), "\(complete.error)")
+        // An existing name is an error, without the usage text after it.
+        let twice = try BrokerProcess.run(
+            ["user", "add", "acme", "zoë", "--password", "again"],
+            dataDirectory: data
+        )
+        #expect(twice.status != 0)
+        #expect(twice.error.contains("already exists"), "\(twice.error)")
+        #expect(!twice.error.lowercased().contains("usage"), "\(twice.error)")
         #expect(try BrokerProcess.run(["deliver", "acme", "zoë", "w1"], dataDirectory: data).status == 0)
         #expect(try BrokerProcess.run(["user", "disable", "acme", "zoë"], dataDirectory: data).status == 0)
         let changed = try BrokerProcess.run(
@@ -178,6 +210,31 @@ struct BrokerProcessTests {
         let zero = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(zero.status != 0)
         #expect(zero.error.contains("BROKER_PUSH_BATCH must be within 1...1000"), "\(zero.error)")
+    }
+
+    @Test("broker demo resumes a seed cut between its users and their devices: every demo user gets a device")
+    func demoResumesSeed() async throws {
+        let data = TestBroker.temporaryDirectory()
+        // What a kill after the users' transaction and before the devices' left behind.
+        let store = try await SQLiteStore(
+            configuration: .init(path: data + "/broker.sqlite"),
+            logger: TestBroker.logger
+        )
+        let demo = try TenantID("demo")
+        try await store.createTenant(try Tenant(id: demo, name: "Demo Company", apnsTopic: "com.example.impulse"))
+        let anna = try await store.createUser(try NewUser(tenant: demo, username: "anna", passwordHash: "x"))
+        #expect(try await store.devices(tenant: demo, owner: anna.id).isEmpty)
+        let running = try RunningBroker(
+            ["demo", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "notice", "--users", "3"],
+            environment: ["BROKER_ADMIN_LISTEN": "off"]
+        )
+        _ = try #require(try await running.port(matching: /https:\/\/localhost:(\d+)/), "\(running.output)")
+        #expect(running.stop() == 0)
+        let users = try await store.users(tenant: demo)
+        #expect(users.count == 8)  // anna, ben, chen, dora, eli and user001-003
+        for user in users {
+            #expect(try await store.devices(tenant: demo, owner: user.id).count == 1, "\(user.username)")
+        }
     }
 
     @Test("broker demo seeds once, dispatches at once, stops on SIGTERM, and restarts without duplicates")

@@ -203,12 +203,53 @@ struct OriginalAPITests {
             let wrongType = try await broker.send(
                 .POST,
                 "/RegisterToken",
-                headers: [("Content-Type", "text/plain")],
+                headers: [("Content-Type", "application/xml")],
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "x"}"#
             )
             #expect(wrongType.status == 415)
             let devices = try await broker.send(.GET, "/v1/devices")
             #expect((devices.json["devices"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    @Test("RegisterToken reads JSON however it is labelled (as the first app and curl -d send it) and form fields")
+    func registerTokenLabels() async throws {
+        try await TestBroker.run { broker in
+            let cases: [(label: String?, body: String)] = [
+                (
+                    "application/x-www-form-urlencoded",
+                    #"{"DeviceToken": "\#(String(repeating: "a1", count: 32))", "DeviceName": "curl -d"}"#
+                ),
+                (
+                    "text/plain; charset=utf-8",
+                    #"{"DeviceToken": "\#(String(repeating: "a2", count: 32))", "DeviceName": "text"}"#
+                ),
+                (nil, #" {"DeviceToken": "\#(String(repeating: "a3", count: 32))", "DeviceName": "unlabelled"}"#),
+                (
+                    "application/x-www-form-urlencoded",
+                    "DeviceToken=\(String(repeating: "a4", count: 32))&DeviceName=My%20iPhone"
+                ),
+            ]
+            for (label, body) in cases {
+                let answer = try await broker.send(
+                    .POST,
+                    "/RegisterToken",
+                    headers: label.map { [("Content-Type", $0)] } ?? [],
+                    body: body
+                )
+                #expect(answer.status == 204, "\(label ?? "none"): \(answer.status) \(answer.text)")
+            }
+            let names = (try await broker.send(.GET, "/v1/devices").json["devices"] as? [[String: Any]] ?? [])
+                .compactMap { $0["name"] as? String }
+            #expect(Set(names) == ["curl -d", "text", "unlabelled", "My iPhone"], "\(names)")
+            // Form fields that are not the route's are a 400, not a crash.
+            let bad = try await broker.send(
+                .POST,
+                "/RegisterToken",
+                headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "Device=1"
+            )
+            #expect(bad.status == 400, "\(bad.text)")
         }
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import NIOHTTP1
 import Testing
 
 @Suite("Small holes found by an attacker", .timeLimit(.minutes(2)))
@@ -57,6 +58,50 @@ struct SmallDefectTests {
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "Zoë's iPhone ✓"}"#
             )
             #expect(fine.status == 204)
+        }
+    }
+
+    @Test("Methods a route does not take get 405 with Allow (TRACE too); /health says its charset")
+    func methodsAndHealth() async throws {
+        try await TestBroker.run { broker in
+            for (method, path, allow) in [
+                (HTTPMethod.DELETE, "/health", "GET, HEAD"), (.POST, "/health", "GET, HEAD"),
+                (.POST, "/media/hello.txt", "GET, HEAD"), (.TRACE, "/v1/me", "GET, HEAD, OPTIONS"),
+                (.TRACE, "/CurrentImpulse", "GET, HEAD, OPTIONS"), (.TRACE, "/media/hello.txt", "GET, HEAD"),
+                (.TRACE, "/health", "GET, HEAD"),
+            ] {
+                let answer = try await broker.send(method, path)
+                #expect(answer.status == 405, "\(method) \(path): \(answer.status)")
+                #expect(answer.headers["Allow"].first == allow, "\(method) \(path)")
+                #expect(answer.headers["Content-Type"].first == "application/problem+json", "\(method) \(path)")
+            }
+            let health = try await broker.send(.GET, "/health", user: nil)
+            #expect(health.status == 200 && health.text == #"{"status":"ok"}"#)
+            #expect(health.headers["Content-Type"].first == "application/json; charset=utf-8")
+        }
+    }
+
+    @Test("A new reminder's Location answers GET and HEAD while it is pending, 404 once cancelled")
+    func reminderLocation() async throws {
+        try await TestBroker.run { broker in
+            let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
+            let created = try await broker.send(
+                .POST,
+                "/v1/impulses/acme-3",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"remindAt": "\#(at)"}"#
+            )
+            #expect(created.status == 201)
+            let location = try #require(created.headers.first(name: "Location"))
+            let shown = try await broker.send(.GET, location)
+            #expect(shown.status == 200, "\(shown.text)")
+            #expect(shown.json["id"] as? Int == created.json["id"] as? Int)
+            #expect(shown.json["workingID"] as? String == "acme-3")
+            #expect(try await broker.send(.HEAD, location).status == 200)
+            // Another user does not see it.
+            #expect(try await broker.send(.GET, location, user: "bob").status == 404)
+            #expect(try await broker.send(.DELETE, location).status == 204)
+            #expect(try await broker.send(.GET, location).status == 404)
         }
     }
 

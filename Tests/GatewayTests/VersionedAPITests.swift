@@ -5,6 +5,31 @@ import Testing
 
 @Suite("Versioned API", .timeLimit(.minutes(2)))
 struct VersionedAPITests {
+    @Test("Every GET that returns an impulse marks it fetched, as CurrentImpulse does; HEAD marks nothing")
+    func fetchedMarks() async throws {
+        try await TestBroker.run { broker in
+            let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
+            func fetched(_ impulse: String) async throws -> Bool {
+                try await broker.store.deliveredImpulses(
+                    tenant: Fixture.acme,
+                    user: alice.id,
+                    after: nil,
+                    before: nil,
+                    limit: 100
+                ).first { $0.impulse.id.rawValue == impulse }?.delivery.fetchedAt != nil
+            }
+            #expect(try await broker.send(.HEAD, "/v1/impulses/acme-2").status == 200)
+            #expect(try await broker.send(.HEAD, "/v1/impulses").status == 200)
+            #expect(try await broker.send(.HEAD, "/CurrentImpulse").status == 200)
+            #expect(try await fetched("acme-2") == false)
+            let one = try await broker.send(.GET, "/v1/impulses/acme-2")
+            #expect(one.status == 200)
+            #expect(one.json["fetchedAt"] is Int, "\(one.text)")
+            #expect(try await fetched("acme-2"))
+            #expect(try await fetched("acme-3") == false)
+        }
+    }
+
     @Test("Impulse list pages with limit, next and since; fetched marks are recorded")
     func paging() async throws {
         try await TestBroker.run { broker in

@@ -75,6 +75,24 @@ public enum CatalogImport {
         return impulses
     }
 
+    /// Checks that every image and video URL under `/media/` names a file the media folder serves (`exists` is
+    /// given the path below `/media/`, still percent-encoded); absolute URLs elsewhere are not checked. The first
+    /// missing one is an error naming the item's index and the path.
+    public static func checkMedia(_ impulses: [Impulse], exists: (String) -> Bool) throws(EngineError) {
+        let prefix = "/media/"
+        for (index, impulse) in impulses.enumerated() {
+            let linked = impulse.imageURLs.map { ("image", $0) } + (impulse.videoURL.map { [("video", $0)] } ?? [])
+            for (kind, url) in linked where url.hasPrefix(prefix) {
+                guard exists(String(url.dropFirst(prefix.count))) else {
+                    throw EngineError(
+                        .invalidInput,
+                        "item \(index): \(kind) \(url.prefix(200)) is not in the media folder"
+                    )
+                }
+            }
+        }
+    }
+
     /// A decoding error's path and kind, without echoing the input.
     public static func describe(_ error: DecodingError) -> String {
         func path(_ context: DecodingError.Context) -> String {

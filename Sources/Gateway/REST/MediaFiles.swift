@@ -10,7 +10,7 @@ import NIOPosix
 /// whose real path lies inside the folder's real path is served. Directories are not listed or redirected.
 /// Answers carry `X-Content-Type-Options: nosniff` and a sandboxing `Content-Security-Policy`, so a file cannot
 /// run script on the origin that also serves `/SendPush`.
-struct MediaFiles: Sendable {
+public struct MediaFiles: Sendable {
     /// The folder as configured; its real path is taken on each request (it may be created after start).
     let folder: String
     let fileIO = FileIO()
@@ -37,6 +37,12 @@ struct MediaFiles: Sendable {
         var info = stat()
         guard stat(real, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return .notFound }
         return .file(real)
+    }
+
+    /// Whether `/media/<encoded>` would serve a file from `folder` (what `catalog import` checks its links with).
+    public static func serves(_ encoded: String, folder: String) -> Bool {
+        guard let root = realPath(folder), case .file = resolve(encoded, root: root) else { return false }
+        return true
     }
 
     static func realPath(_ path: String) -> String? {

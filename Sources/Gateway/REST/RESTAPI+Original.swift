@@ -46,7 +46,7 @@ extension RESTAPI {
             scheme: scheme,
             [
                 .post: { request, _, caller in
-                    let body = try await decode(RegisterTokenBody.self, from: request)
+                    let body = try await decodeOriginal(RegisterTokenBody.self, from: request)
                     let token = try Problem.validating { () throws(EngineError) in try DeviceToken(body.DeviceToken) }
                     try await registry.register(
                         tenant: caller.tenant,

@@ -60,6 +60,15 @@ extension RESTAPI {
         return try Representation.response(ReminderList(reminders: reminders.map(ReminderView.init)), for: request)
     }
 
+    /// One pending reminder of mine (the `Location` of a new one); 404 once it fired or was cancelled.
+    func getReminder(_ request: Request, _ context: BrokerRequestContext, _ caller: Caller) async throws -> Response {
+        guard let id = context.parameters.get("reminder").flatMap(Int64.init),
+            let reminder = try await store.reminders(tenant: caller.tenant.id, user: caller.user.id)
+                .first(where: { $0.id == id })
+        else { throw Problem(.notFound, "not-found", "no such pending reminder") }
+        return try Representation.response(ReminderView(reminder), for: request)
+    }
+
     func deleteReminder(_ request: Request, _ context: BrokerRequestContext, _ caller: Caller) async throws -> Response
     {
         guard let id = context.parameters.get("reminder").flatMap(Int64.init),

@@ -27,7 +27,7 @@ extension RESTAPI {
             ]
         )
         resource(router, "/v1/reminders", scheme: scheme, [.get: listReminders])
-        resource(router, "/v1/reminders/:reminder", scheme: scheme, [.delete: deleteReminder])
+        resource(router, "/v1/reminders/:reminder", scheme: scheme, [.get: getReminder, .delete: deleteReminder])
         resource(
             router,
             "/v1/admin/inspect",
@@ -197,7 +197,7 @@ extension RESTAPI {
         guard let folder = configuration.mediaDirectory else { return }
         let media = MediaFiles(folder: folder)
         router.get("/media/**") { request, context in try await media.respond(request, context: context) }
-        for method: HTTPRequest.Method in [.post, .put, .delete, .patch] {
+        for method in RESTAPI.refusedMethods(allowing: [.get, .head]) {
             router.on("/media/**", method: method) { request, _ -> Response in
                 throw Problem(
                     .methodNotAllowed,

@@ -67,9 +67,19 @@ public struct RESTAPI: Sendable {
         router.get("/health") { _, _ in
             Response(
                 status: .ok,
-                headers: [.contentType: "application/json"],
+                headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
                 body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
             )
+        }
+        for method in Self.refusedMethods(allowing: [.get, .head]) {
+            router.on("/health", method: method) { request, _ -> Response in
+                throw Problem(
+                    .methodNotAllowed,
+                    "method-not-allowed",
+                    "\(request.method.rawValue) is not allowed here",
+                    headers: [.allow: "GET, HEAD"]
+                )
+            }
         }
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)
@@ -89,7 +99,7 @@ public struct RESTAPI: Sendable {
         if allowed.contains(.get) { allowed.insert(.head) }
         allowed.insert(.options)
         let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
-        let others: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch]
+        let others = Self.refusedMethods(allowing: allowed)
         let deadline = RequestDeadline(limit: configuration.requestDeadline)
         for prefix in ["", "/t/:tenant"] {
             for (method, handler) in handlers {
@@ -112,7 +122,7 @@ public struct RESTAPI: Sendable {
             router.on(RouterPath(prefix + path), method: .options) { _, _ in
                 Response(status: .noContent, headers: [.allow: allow])
             }
-            for method in others where !allowed.contains(method) {
+            for method in others {
                 router.on(RouterPath(prefix + path), method: method) { request, _ -> Response in
                     throw Problem(
                         .methodNotAllowed,
@@ -123,6 +133,12 @@ public struct RESTAPI: Sendable {
                 }
             }
         }
+    }
+
+    /// The methods a route answers 405 (with `Allow`) because it does not take them: every standard one but
+    /// those allowed and `OPTIONS` (answered with the list), `TRACE` and `CONNECT` included.
+    static func refusedMethods(allowing allowed: Set<HTTPRequest.Method>) -> [HTTPRequest.Method] {
+        [.get, .head, .post, .put, .delete, .patch, .trace, .connect].filter { !allowed.contains($0) }
     }
 
     private func caller(_ request: Request, _ context: BrokerRequestContext, scheme: String) async throws -> Caller {
@@ -152,6 +168,38 @@ public struct RESTAPI: Sendable {
             throw Problem.badRequest("malformed body: \(CatalogImport.describe(error))", code: "malformed-body")
         } catch let error as EngineError {
             throw Problem(error)
+        }
+    }
+
+    /// Reads the body of an original route (`POST /RegisterToken`). The first app sent its JSON without a JSON
+    /// content type (NSURLConnection labels a body `application/x-www-form-urlencoded` unless told otherwise), so
+    /// these routes read JSON under that type, `text/plain` or none at all, and also take real form fields
+    /// (`DeviceToken=...&DeviceName=...`). Any other type is 415. The `/v1` routes want `application/json`.
+    func decodeOriginal<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        let contentType = request.headers[.contentType]?.lowercased()
+        let mediaType = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        let form = mediaType == "application/x-www-form-urlencoded"
+        guard mediaType == nil || mediaType?.contains("json") == true || form || mediaType == "text/plain" else {
+            throw Problem(
+                .unsupportedMediaType,
+                "unsupported-media-type",
+                "send the body as JSON (application/json) or as form fields (application/x-www-form-urlencoded)"
+            )
+        }
+        let buffer = try await request.body.collect(upTo: configuration.maxBodySize)
+        let bytes = buffer.readableBytesView
+        let looksLikeJSON = bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } == UInt8(ascii: "{")
+        do {
+            if form, !looksLikeJSON {
+                return try URLEncodedFormDecoder().decode(T.self, from: String(decoding: bytes, as: UTF8.self))
+            }
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let error as DecodingError {
+            throw Problem.badRequest("malformed body: \(CatalogImport.describe(error))", code: "malformed-body")
+        } catch let error as EngineError {
+            throw Problem(error)
+        } catch {
+            throw Problem.badRequest("malformed form fields", code: "malformed-body")
         }
     }
 
