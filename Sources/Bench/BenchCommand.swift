@@ -14,8 +14,14 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Users due in the same minute (the daily burst).")
     var users = 1_000_000
 
-    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage.")
-    var scenarios = "burst,rejections,rest,peer,outage"
+    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts.")
+    var scenarios = "burst,rejections,rest,peer,outage,restarts"
+
+    @Option(help: "Users due in the restarts scenario (broker serve killed every --kill-every seconds).")
+    var restartUsers = 100_000
+
+    @Option(help: "Seconds between the SIGKILLs of the restarts scenario.")
+    var killEvery = 2.0
 
     @Option(help: "APNs outages to measure, in seconds, comma-separated (each refused, then answering 503).")
     var outages = "5,8,31"
@@ -137,6 +143,14 @@ struct BenchCommand: AsyncParsableCommand {
                 seconds: smoke ? [1] : outages.split(separator: ",").compactMap { Int($0) },
                 pushes: smoke ? 50 : 1000,
                 work: work + "/outage"
+            )
+        }
+        if wanted.contains("restarts") {
+            results["restarts"] = try await Restarts.run(
+                users: smoke ? 2000 : restartUsers,
+                killEvery: .milliseconds(Int64(killEvery * 1000)),
+                simulator: simulator,
+                work: work + "/restarts"
             )
         }
         let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])

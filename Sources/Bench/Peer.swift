@@ -253,6 +253,13 @@ enum Summary {
                 )
             }
         }
+        if let restarts = results["restarts"] as? [String: Any] {
+            lines.append(
+                "  restarts: \(restarts["users"] ?? 0) users, SIGKILL every \(number(restarts["killEverySeconds"], 1)) s, "
+                    + "\(restarts["runs"] ?? 0) runs: \(restarts["accepted"] ?? 0) pushes accepted, "
+                    + "\(restarts["repeats"] ?? 0) repeats (\(number(restarts["repeatsPerThousand"], 1)) per thousand)"
+            )
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

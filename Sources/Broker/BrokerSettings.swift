@@ -47,6 +47,8 @@ struct ConfigFile: Decodable {
     var firstRequestTimeoutSeconds: Int?
     var stallTimeoutSeconds: Int?
     var requestDeadlineSeconds: Int?
+    var maxRequestsInFlight: Int?
+    var maxRequestsInFlightPerTenant: Int?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -71,6 +73,7 @@ struct BrokerSettings {
     var admin: AdminConfiguration?
     var connectionLimits: ConnectionLimits
     var requestDeadlineSeconds: Int
+    var admission: AdmissionLimits
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -133,6 +136,22 @@ struct BrokerSettings {
             10,
             1...300
         )
+        let nodeRequests = try number(
+            "BROKER_MAX_REQUESTS_IN_FLIGHT",
+            file.maxRequestsInFlight,
+            AdmissionLimits().node,
+            1...1_000_000
+        )
+        let tenantRequests = try number(
+            "BROKER_MAX_REQUESTS_IN_FLIGHT_PER_TENANT",
+            file.maxRequestsInFlightPerTenant,
+            min(AdmissionLimits().perTenant, nodeRequests),
+            1...1_000_000
+        )
+        guard tenantRequests <= nodeRequests else {
+            throw ValidationError("maxRequestsInFlightPerTenant must not exceed maxRequestsInFlight")
+        }
+        admission = AdmissionLimits(node: nodeRequests, perTenant: tenantRequests)
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
         logLevel = parsed
@@ -215,7 +234,8 @@ struct BrokerSettings {
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
                 mediaDirectory: dataDirectory + "/media",
                 bcryptCost: bcryptCost,
-                requestDeadline: .seconds(requestDeadlineSeconds)
+                requestDeadline: .seconds(requestDeadlineSeconds),
+                admission: admission
             ),
             apns: apns,
             push: push,

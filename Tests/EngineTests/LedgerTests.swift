@@ -1,4 +1,6 @@
 import Foundation
+import GRDB
+import Synchronization
 import Testing
 
 @testable import Engine
@@ -189,4 +191,48 @@ struct LedgerTests {
         )
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 2)
     }
+}
+
+/// The group commit's bound on what a crash can lose: marks submitted without waiting are committed within
+/// `maximumLag`, or the next submitter waits.
+@Suite("Mark writer", .timeLimit(.minutes(1)))
+struct MarkWriterTests {
+    @Test("A submitter waits while an earlier submitted mark has waited past the lag bound for its commit")
+    func lagBound() async throws {
+        let f = try await StoreFixture.make()
+        // The writer's store waits for the lock below (as behind a long transaction) instead of failing.
+        let store = try await SQLiteStore(
+            configuration: .init(path: f.path, busyTimeout: .seconds(20)),
+            logger: StoreFixture.logger
+        )
+        let writer = MarkWriter(store: store, maximumLag: .milliseconds(200))
+        func mark(_ id: Int64) -> DeliveryMark {
+            DeliveryMark(tenant: f.acme, delivery: DeliveryID(id), kind: .pushed(apnsID: "a"), at: Date())
+        }
+        var unsafe = Configuration()
+        unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
+        let lock = try DatabaseQueue(path: f.path, configuration: unsafe)
+        try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        await writer.submit([mark(1)])  // queued; its commit waits for the lock
+        try await Task.sleep(for: .milliseconds(400))
+        let submitted = ManagedAtomicFlag()
+        let second = Task {
+            await writer.submit([mark(2)])
+            submitted.set()
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        // The first mark has waited 900 ms: the second submitter is held back (before, it went on at once).
+        #expect(!submitted.isSet)
+        try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        await second.value
+        #expect(submitted.isSet)
+        await writer.drain()
+    }
+}
+
+/// A flag set from another task.
+final class ManagedAtomicFlag: Sendable {
+    private let state = Mutex(false)
+    func set() { state.withLock { $0 = true } }
+    var isSet: Bool { state.withLock { $0 } }
 }

@@ -94,7 +94,14 @@ struct MetricsTests {
             // The gateway has the answer (and the pool its verified connection) a moment after the simulator.
             let gateway = try #require(broker.application.pushGateway)
             #expect(try await eventually { await gateway.statistics.accepted == 1 })
-            let all = try await admin(broker, "/inspect", token: "t0ken")
+            // The simulator raises the stream limit in a SETTINGS frame after that first success; it reaches the
+            // client's connection a moment later.
+            var all = try await admin(broker, "/inspect", token: "t0ken")
+            _ = try await eventually {
+                all = try await admin(broker, "/inspect", token: "t0ken")
+                let pool = ((all.json["tenants"] as? [[String: Any]])?.first?["apns"] as? [[String: Any]])?.first
+                return ((pool?["connections"] as? [[String: Any]])?.first?["streamLimit"] as? Int ?? 0) > 1
+            }
             #expect(all.status == 200)
             let tenants = (all.json["tenants"] as? [[String: Any]])?.compactMap { $0["tenant"] as? String }
             #expect(tenants == ["acme", "globex"])

@@ -9,8 +9,10 @@ import Testing
 struct StoreFailureTests {
     @Test("A write that cannot finish in time is answered 503 with Retry-After, and works once the store does")
     func stalledWrite() async throws {
-        try await TestBroker.run(requestDeadline: .seconds(1), busyTimeout: .seconds(60)) { broker in
-            #expect(try await broker.send(.GET, "/v1/me").status == 200)  // the login is cached now
+        // A deadline the first, uncached login meets even while the rest of the suite loads the machine.
+        try await TestBroker.run(requestDeadline: .seconds(3), busyTimeout: .seconds(60)) { broker in
+            let first = try await broker.send(.GET, "/v1/me")
+            #expect(first.status == 200, "\(first.text)")  // the login is cached now
             var unsafe = Configuration()
             unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
             let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
@@ -41,6 +43,98 @@ struct StoreFailureTests {
             let me = try await broker.send(.GET, "/v1/me")
             let preferences = me.json["preferences"] as? [String: Any]
             #expect(preferences?["deliveryTime"] as? String == "07:20", "\(me.text)")
+        }
+    }
+}
+
+/// Admission control: requests in progress are bounded per node (503) and per tenant (429), and work abandoned
+/// at its deadline keeps its place until it ends.
+@Suite("Admission control", .timeLimit(.minutes(2)))
+struct AdmissionTests {
+    static let limits = AdmissionLimits(node: 3, perTenant: 2)
+
+    /// Holds SQLite's write lock, so writes through the broker wait (up to its 60 s busy timeout).
+    static func lock(_ broker: TestBroker) async throws -> DatabaseQueue {
+        var unsafe = Configuration()
+        unsafe.allowsUnsafeTransactions = true
+        let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
+        try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        return lock
+    }
+
+    static func preferences(
+        _ broker: TestBroker,
+        _ path: String,
+        user: String,
+        password: String? = nil
+    )
+        async throws -> TestBroker.Reply
+    {
+        try await broker.send(
+            .PUT,
+            path,
+            user: user,
+            password: password,
+            headers: [("Content-Type", "application/json")],
+            body: #"{"deliveryTime": "07:15"}"#,
+            timeout: .seconds(60)
+        )
+    }
+
+    @Test("Beyond its share a tenant gets 429 while others are served; beyond the node's bound everyone gets 503")
+    func bounds() async throws {
+        try await TestBroker.run(requestDeadline: .seconds(60), busyTimeout: .seconds(60), admission: Self.limits) {
+            broker in
+            // Logins cached first: the requests below then wait only for the store.
+            #expect(try await broker.send(.GET, "/v1/me").status == 200)
+            #expect(try await broker.send(.GET, "/v1/me", user: "bob").status == 200)
+            let globex = Fixture.globexAlicePassword
+            #expect(try await broker.send(.GET, "/t/globex/v1/me", password: globex).status == 200)
+            let lock = try await Self.lock(broker)
+            let alice = Task { try await Self.preferences(broker, "/v1/me/preferences", user: "alice") }
+            let bob = Task { try await Self.preferences(broker, "/v1/me/preferences", user: "bob") }
+            try await Task.sleep(for: .milliseconds(500))  // both wait for the store now: acme's share is taken
+            let over = try await broker.send(.GET, "/v1/me")
+            #expect(over.status == 429, "\(over.text)")
+            #expect(over.json["type"] as? String == "urn:impulse-broker:problem:tenant-over-share")
+            #expect(over.headers["Retry-After"].first == "1")
+            // Another tenant still gets in (a read: it does not wait for the lock).
+            #expect(try await broker.send(.GET, "/t/globex/v1/me", password: globex).status == 200)
+            let third = Task {
+                try await Self.preferences(broker, "/t/globex/v1/me/preferences", user: "alice", password: globex)
+            }
+            try await Task.sleep(for: .milliseconds(500))  // three in progress: the node is full
+            let full = try await broker.send(.GET, "/t/globex/v1/me", password: globex)
+            #expect(full.status == 503, "\(full.text)")
+            #expect(full.json["type"] as? String == "urn:impulse-broker:problem:overloaded")
+            // A load balancer still sees the node alive.
+            #expect(try await broker.send(.GET, "/health", user: nil).status == 200)
+            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            for task in [alice, bob, third] { #expect(try await task.value.status == 200) }
+            #expect(try await broker.send(.GET, "/v1/me").status == 200)
+        }
+    }
+
+    @Test("Work answered 503 at its deadline keeps its place until it ends")
+    func abandonedWorkCounts() async throws {
+        try await TestBroker.run(requestDeadline: .seconds(3), busyTimeout: .seconds(60), admission: Self.limits) {
+            broker in
+            #expect(try await broker.send(.GET, "/v1/me").status == 200)
+            #expect(try await broker.send(.GET, "/v1/me", user: "bob").status == 200)
+            let lock = try await Self.lock(broker)
+            async let alice = Self.preferences(broker, "/v1/me/preferences", user: "alice")
+            async let bob = Self.preferences(broker, "/v1/me/preferences", user: "bob")
+            #expect(try await alice.status == 503)
+            #expect(try await bob.status == 503)
+            // Both writes still wait for the store: acme's share stays taken.
+            #expect(try await broker.send(.GET, "/v1/me").status == 429)
+            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            var last = 0
+            let freed = try await eventually(seconds: 20) {
+                last = try await broker.send(.GET, "/v1/me").status
+                return last == 200
+            }
+            #expect(freed, "still \(last)")
         }
     }
 }

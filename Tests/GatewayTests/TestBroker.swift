@@ -131,6 +131,7 @@ struct TestBroker: Sendable {
         shutdownGracePeriod: Duration = .seconds(20),
         requestDeadline: Duration = .seconds(10),
         busyTimeout: Duration = .seconds(5),
+        admission: AdmissionLimits = AdmissionLimits(),
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -152,7 +153,8 @@ struct TestBroker: Sendable {
                 maxBodySize: maxBodySize,
                 mediaDirectory: directory + "/media",
                 bcryptCost: 4,
-                requestDeadline: requestDeadline
+                requestDeadline: requestDeadline,
+                admission: admission
             ),
             // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
             scheduler: scheduler,

@@ -10,12 +10,18 @@ actor MarkWriter {
     private let store: any BrokerStore
     private let maximumBatch: Int
     private let metrics: BrokerMetrics
-    private var pending: [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>?)] = []
+    private var pending:
+        [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>?, at: ContinuousClock.Instant)] =
+            []
     private var flushing = false
     /// Marks submitted without waiting for their commit and not yet committed, and the callers waiting for that
     /// backlog to shrink.
     private var backlog = 0
     private let maximumBacklog: Int
+    /// How long a submitted mark may wait for its commit before submitters wait: what a crash can lose.
+    private let maximumLag: Duration
+    /// When the oldest submitted mark not yet committed was submitted (nil: none is waiting).
+    private var oldestSubmitted: ContinuousClock.Instant?
     private var backlogWaiters: [CheckedContinuation<Void, Never>] = []
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private let logger: Logger?
@@ -24,27 +30,33 @@ actor MarkWriter {
         store: any BrokerStore,
         maximumBatch: Int = 2048,
         maximumBacklog: Int = 20_000,
+        maximumLag: Duration = .milliseconds(250),
         metrics: BrokerMetrics = .disabled,
         logger: Logger? = nil
     ) {
         self.store = store
         self.maximumBatch = maximumBatch
         self.maximumBacklog = maximumBacklog
+        self.maximumLag = maximumLag
         self.metrics = metrics
         self.logger = logger
     }
 
-    /// Queues marks for the next group commit without waiting for it; waits only while the marks queued this
-    /// way exceed the backlog limit (memory stays bounded, and a writer that falls behind slows the caller).
+    /// Queues marks for the next group commit without waiting for it; waits while the marks queued this way
+    /// exceed the backlog limit, or the oldest of them has waited longer than `maximumLag` for its commit (a
+    /// writer that falls behind slows the caller: memory stays bounded, and so does what a crash can lose).
     /// For marks whose loss in a crash only repeats work: a push marked here and lost is pushed again at the
-    /// next start, under the same collapse id.
+    /// next start, under the same collapse id; the lag bound keeps those repeats to the pushes of about
+    /// `maximumLag` before the crash.
     func submit(_ marks: [DeliveryMark]) async {
         guard !marks.isEmpty else { return }
-        while backlog >= maximumBacklog {
+        while backlog >= maximumBacklog || oldestSubmitted.map({ $0.duration(to: .now) > maximumLag }) == true {
             await withCheckedContinuation { backlogWaiters.append($0) }
         }
         backlog += marks.count
-        pending.append((marks, nil))
+        let now = ContinuousClock.now
+        if oldestSubmitted == nil { oldestSubmitted = now }
+        pending.append((marks, nil, now))
         startFlushing()
     }
 
@@ -65,7 +77,7 @@ actor MarkWriter {
     func write(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
         try await withCheckedThrowingContinuation { continuation in
-            pending.append((marks, continuation))
+            pending.append((marks, continuation, .now))
             startFlushing()
         }
     }
@@ -100,6 +112,8 @@ actor MarkWriter {
                 }
             }
             backlog -= submitted
+            // The oldest submitted mark still waiting, if any (the batch just written is gone from `pending`).
+            oldestSubmitted = pending.first(where: { $0.continuation == nil })?.at
             if backlog < maximumBacklog {
                 let waiters = backlogWaiters
                 backlogWaiters.removeAll()

@@ -23,6 +23,8 @@ public struct RESTAPI: Sendable {
     let csrf = CSRFTokens()
     /// Encoded answers of `GET /CurrentImpulse`, reused while a user's page is unchanged.
     let representations = RepresentationCache()
+    /// Requests in progress, node-wide (shared by every listener's router).
+    let admission: AdmissionControl
 
     public init(
         tenants: TenantDirectory,
@@ -44,6 +46,7 @@ public struct RESTAPI: Sendable {
         self.pushGateway = pushGateway
         self.metrics = metrics
         self.inspector = inspector
+        self.admission = AdmissionControl(limits: configuration.admission)
     }
 
     /// The caller of an authenticated route.
@@ -63,6 +66,7 @@ public struct RESTAPI: Sendable {
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: ProblemMiddleware())
+        router.add(middleware: AdmissionMiddleware(control: admission))
         if scheme == "https" { router.add(middleware: StrictTransportSecurityMiddleware()) }
         router.get("/health") { _, _ in
             Response(
@@ -104,8 +108,12 @@ public struct RESTAPI: Sendable {
         for prefix in ["", "/t/:tenant"] {
             for (method, handler) in handlers {
                 router.on(RouterPath(prefix + path), method: method) { request, context in
+                    let tenant = AdmissionControl.tenant(ofPath: request.uri.path)
                     do {
-                        return try await deadline.run {
+                        return try await deadline.run(
+                            abandoned: { admission.hold(tenant: tenant) },
+                            finishedLate: { admission.release(tenant: tenant) }
+                        ) {
                             let caller = try await self.caller(request, context, scheme: scheme)
                             return try await handler(request, context, caller)
                         }

@@ -28,6 +28,8 @@ public struct RESTConfiguration: Sendable {
     /// The longest an authenticated request's work (login, store reads and writes) may take before it is answered
     /// 503 with `Retry-After`; the work itself goes on and its result is dropped.
     public var requestDeadline: Duration
+    /// Requests in progress on the node and per tenant; beyond them 503 and 429.
+    public var admission: AdmissionLimits
 
     public init(
         publicBaseURL: String? = nil,
@@ -41,7 +43,8 @@ public struct RESTConfiguration: Sendable {
         reminderHorizon: Duration = .seconds(30 * 86_400),
         bcryptCost: UInt8 = 12,
         verificationQueue: Int = 64,
-        requestDeadline: Duration = .seconds(10)
+        requestDeadline: Duration = .seconds(10),
+        admission: AdmissionLimits = AdmissionLimits()
     ) {
         self.publicBaseURL = publicBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.maxBodySize = maxBodySize
@@ -55,5 +58,6 @@ public struct RESTConfiguration: Sendable {
         self.bcryptCost = min(31, max(4, bcryptCost))
         self.verificationQueue = max(1, verificationQueue)
         self.requestDeadline = max(.milliseconds(100), requestDeadline)
+        self.admission = admission
     }
 }

@@ -6,25 +6,31 @@ import Synchronization
 ///
 /// A store call cannot be interrupted, so the work goes on in its own task and its result is dropped: a
 /// transaction commits whole or not at all, and every write a route makes is idempotent except a new reminder
-/// (a client that retries after the 503 may then hold two). Abandoned work still holds its place in the
-/// server's bounds (streams, connections) until it ends.
+/// (a client that retries after the 503 may then hold two). Abandoned work keeps its place in admission control
+/// (`AdmissionControl`) until it ends, so a stalled store fills the node's bound and further requests are
+/// refused at once instead of piling up.
 struct RequestDeadline: Sendable {
     let limit: Duration
 
     struct Exceeded: Error {}
 
     /// Runs `work`, throwing ``Exceeded`` when it has not finished within the limit. Cancelling the caller
-    /// cancels the work.
-    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// cancels the work. When the deadline wins, `abandoned` runs then and `finishedLate` when the work ends (so
+    /// the work can keep its place in the server's bounds).
+    func run<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Void = {},
+        finishedLate: @escaping @Sendable () -> Void = {},
+        _ work: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let race = Race<T>()
         let worker = Task {
             let result: Result<T, any Error>
             do { result = .success(try await work()) } catch { result = .failure(error) }
-            race.finish(result)
+            race.finish(result, ifLate: finishedLate)
         }
         let timer = Task {
             do { try await Task.sleep(for: limit) } catch { return }
-            race.finish(.failure(Exceeded()))
+            race.finish(.failure(Exceeded()), ifFirst: abandoned)
         }
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
@@ -50,10 +56,20 @@ private final class Race<T: Sendable>: Sendable {
         if let ready { continuation.resume(with: ready) }
     }
 
-    func finish(_ result: Result<T, any Error>) {
+    /// Records a result unless another came first; `ifFirst` or `ifLate` runs under the lock, so the timer's
+    /// `abandoned` always runs before the work's `finishedLate`.
+    func finish(
+        _ result: Result<T, any Error>,
+        ifFirst: () -> Void = {},
+        ifLate: () -> Void = {}
+    ) {
         let waiting: CheckedContinuation<T, any Error>? = state.withLock { state in
-            guard case .none = state.result else { return nil }
+            guard case .none = state.result else {
+                ifLate()
+                return nil
+            }
             state.result = result
+            ifFirst()
             let continuation = state.continuation
             state.continuation = nil
             return continuation

@@ -1,0 +1,108 @@
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
+/// How many REST requests may be in progress: on the node, and for one tenant (its share of the node).
+public struct AdmissionLimits: Sendable, Equatable {
+    public var node: Int
+    public var perTenant: Int
+
+    public init(node: Int = 512, perTenant: Int = 256) {
+        self.node = max(1, node)
+        self.perTenant = max(1, min(perTenant, self.node))
+    }
+}
+
+/// The requests in progress per tenant and in total; decides whether one more may start. A pure value.
+struct AdmissionState: Sendable {
+    enum Verdict: Equatable {
+        case admitted
+        /// The node has `limits.node` requests in progress: 503.
+        case nodeFull
+        /// The tenant has its share in progress: 429, while other tenants are still served.
+        case tenantFull
+    }
+
+    let limits: AdmissionLimits
+    private(set) var total = 0
+    private(set) var perTenant: [String: Int] = [:]
+
+    init(limits: AdmissionLimits) { self.limits = limits }
+
+    mutating func admit(tenant: String) -> Verdict {
+        let current = perTenant[tenant, default: 0]
+        guard current < limits.perTenant else { return .tenantFull }
+        guard total < limits.node else { return .nodeFull }
+        total += 1
+        perTenant[tenant] = current + 1
+        return .admitted
+    }
+
+    /// Counts work that goes on after its request was answered (past its deadline) without asking: it still
+    /// holds its place until it ends.
+    mutating func hold(tenant: String) {
+        total += 1
+        perTenant[tenant, default: 0] += 1
+    }
+
+    mutating func release(tenant: String) {
+        total -= 1
+        let left = perTenant[tenant, default: 1] - 1
+        // Entries go when they reach 0: a flood of made-up tenant names holds no memory beyond what is in progress.
+        perTenant[tenant] = left > 0 ? left : nil
+    }
+}
+
+/// Admission control for the REST API: beyond the node's bound a request is answered 503 `overloaded`, beyond its
+/// tenant's share 429 `tenant-over-share`, both at once, without work, with `Retry-After: 1`, so the requests
+/// admitted keep their latency instead of everyone queueing. `/health` is not counted (a load balancer must see
+/// a busy node alive). A request counts from routing until its handler returns its answer.
+final class AdmissionControl: Sendable {
+    private let state: Mutex<AdmissionState>
+
+    init(limits: AdmissionLimits) { state = Mutex(AdmissionState(limits: limits)) }
+
+    func admit(tenant: String) -> AdmissionState.Verdict { state.withLock { $0.admit(tenant: tenant) } }
+    func release(tenant: String) { state.withLock { $0.release(tenant: tenant) } }
+    func hold(tenant: String) { state.withLock { $0.hold(tenant: tenant) } }
+    var inProgress: Int { state.withLock { $0.total } }
+
+    /// The tenant a path addresses: the segment after `/t/`, or "" for the unprefixed default tenant's routes.
+    static func tenant(ofPath path: String) -> String {
+        guard path.hasPrefix("/t/") else { return "" }
+        return String(path.dropFirst(3).prefix { $0 != "/" }.prefix(64))
+    }
+}
+
+struct AdmissionMiddleware<Context: RequestContext>: RouterMiddleware {
+    let control: AdmissionControl
+
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let path = request.uri.path
+        guard path != "/health" else { return try await next(request, context) }
+        let tenant = AdmissionControl.tenant(ofPath: path)
+        switch control.admit(tenant: tenant) {
+        case .admitted:
+            defer { control.release(tenant: tenant) }
+            return try await next(request, context)
+        case .nodeFull:
+            throw Problem.retryLater(
+                .serviceUnavailable,
+                "overloaded",
+                "the broker is at its limit of requests in progress; try again shortly",
+                after: .seconds(1)
+            )
+        case .tenantFull:
+            throw Problem.retryLater(
+                .tooManyRequests,
+                "tenant-over-share",
+                "your organisation's requests in progress are at their share of this node; try again shortly",
+                after: .seconds(1)
+            )
+        }
+    }
+}
