@@ -14,8 +14,11 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Users due in the same minute (the daily burst).")
     var users = 1_000_000
 
-    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts.")
-    var scenarios = "burst,rejections,rest,peer,outage,restarts"
+    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts, overload.")
+    var scenarios = "burst,rejections,rest,peer,outage,restarts,overload"
+
+    @Option(help: "Seconds the overload scenario offers twice the REST capacity.")
+    var overloadSeconds = 20
 
     @Option(help: "Users due in the restarts scenario (broker serve killed every --kill-every seconds).")
     var restartUsers = 100_000
@@ -143,6 +146,13 @@ struct BenchCommand: AsyncParsableCommand {
                 seconds: smoke ? [1] : outages.split(separator: ",").compactMap { Int($0) },
                 pushes: smoke ? 50 : 1000,
                 work: work + "/outage"
+            )
+        }
+        if wanted.contains("overload") {
+            results["overload"] = try await Overload.run(
+                requests: size.requests,
+                seconds: smoke ? 2 : overloadSeconds,
+                work: work + "/overload"
             )
         }
         if wanted.contains("restarts") {

@@ -253,6 +253,16 @@ enum Summary {
                 )
             }
         }
+        if let overload = results["overload"] as? [String: Any] {
+            lines.append(
+                "  overload: capacity \(number(overload["capacityRequestsPerSecond"])) req/s (p99 "
+                    + "\(number(overload["capacityP99Milliseconds"], 1)) ms); offered \(number(overload["offeredRequestsPerSecond"])) "
+                    + "req/s: admitted \(number(overload["admittedPerSecond"])) req/s, p50 "
+                    + "\(number(overload["admittedP50Milliseconds"], 1)) ms, p99 \(number(overload["admittedP99Milliseconds"], 1)) ms; "
+                    + "refused \(number((overload["refusedShare"] as? Double ?? 0) * 100, 1))%; peak RSS "
+                    + "\(number(Double(overload["peakResidentBytes"] as? Int ?? 0) / 1_048_576)) MiB"
+            )
+        }
         if let restarts = results["restarts"] as? [String: Any] {
             lines.append(
                 "  restarts: \(restarts["users"] ?? 0) users, SIGKILL every \(number(restarts["killEverySeconds"], 1)) s, "

@@ -8,8 +8,13 @@ import Logging
 enum RestLoad {
     static let users = 4
 
-    static func run(requests: Int, work: String) async throws -> [String: Any] {
-        try FileManager.default.createDirectory(atPath: work + "/static", withIntermediateDirectories: true)
+    /// A broker on a fresh store in `work` whose default tenant has `users` users (`u1`... with password `pw`),
+    /// each with ten delivered impulses; returns it running, with its HTTPS port.
+    static func startBroker(
+        work: String,
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> (app: BrokerApplication, port: Int, running: Task<Void, any Error>) {
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let store = try await SQLiteStore(configuration: .init(path: work + "/broker.sqlite"), logger: logger)
@@ -43,26 +48,32 @@ enum RestLoad {
             )
         }
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = try await buildApplication(
-            configuration: ServerConfiguration(
-                dataDirectory: work,
-                listen: ListenAddress(host: "127.0.0.1", port: 0),
-                defaultTenant: tenant,
-                apns: .disabled,
-                scheduler: nil
-            ),
-            store: store,
-            logger: logger
-        ) { listener, port in
+        var configuration = ServerConfiguration(
+            dataDirectory: work,
+            listen: ListenAddress(host: "127.0.0.1", port: 0),
+            defaultTenant: tenant,
+            apns: .disabled,
+            scheduler: nil
+        )
+        configure(&configuration)
+        let app = try await buildApplication(configuration: configuration, store: store, logger: logger) {
+            listener,
+            port in
             if listener == .https { continuation.yield(port) }
         }
         let running = Task { try await app.run() }
-        defer { running.cancel() }
         var port = 0
         for await bound in ports {
             port = bound
             break
         }
+        return (app, port, running)
+    }
+
+    static func run(requests: Int, work: String) async throws -> [String: Any] {
+        try FileManager.default.createDirectory(atPath: work + "/static", withIntermediateDirectories: true)
+        let (app, port, running) = try await startBroker(work: work)
+        defer { running.cancel() }
         let url = "https://127.0.0.1:\(port)/CurrentImpulse"
         let body = try runProgram("/usr/bin/curl", ["-sk", "--http2", "-u", "u1:pw", url])
         guard body.hasPrefix(#"{"items""#) else {
