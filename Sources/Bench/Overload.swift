@@ -21,7 +21,11 @@ enum Overload {
             name: "overload-warm"
         )
         let capacity = try H2Load.parallel(
-            users.map { ["-n", "\(max(1, requests / RestLoad.users))", "-c", "4", "-m", "25", "-t", "1"] + authorization($0) + [url] },
+            users.map {
+                ["-n", "\(max(1, requests / RestLoad.users))", "-c", "4", "-m", "25", "-t", "1"] + authorization($0) + [
+                    url
+                ]
+            },
             work: work,
             name: "overload-capacity"
         )
