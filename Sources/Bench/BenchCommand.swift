@@ -1,6 +1,7 @@
 import ArgumentParser
 import Engine
 import Foundation
+import Gateway
 
 /// `broker-bench`: puts the broker beside its peers on this machine. Prints one JSON object of results, then a
 /// readable summary. Timings are measured here and recorded in BENCHMARKS.md, never asserted in tests.
@@ -19,6 +20,11 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(help: "Seconds the overload scenario offers twice the REST capacity.")
     var overloadSeconds = 20
+
+    @Option(
+        help: "REST requests in progress the overload scenario's broker admits (its default: 512; 1000000: no bound)."
+    )
+    var overloadLimit = AdmissionLimits().node
 
     @Option(help: "Users due in the restarts scenario (broker serve killed every --kill-every seconds).")
     var restartUsers = 100_000
@@ -152,6 +158,7 @@ struct BenchCommand: AsyncParsableCommand {
             results["overload"] = try await Overload.run(
                 requests: size.requests,
                 seconds: smoke ? 2 : overloadSeconds,
+                limits: AdmissionLimits(node: overloadLimit, perTenant: overloadLimit / 2),
                 work: work + "/overload"
             )
         }

@@ -6,8 +6,8 @@ import Gateway
 /// (`--rps` per connection), for a fixed time. The result: the rate and latency of the requests admitted (200), the
 /// share refused at once (503 `overloaded`, 429 `tenant-over-share`), and the process's peak memory.
 enum Overload {
-    static func run(requests: Int, seconds: Int, work: String) async throws -> [String: Any] {
-        let (app, port, running) = try await RestLoad.startBroker(work: work)
+    static func run(requests: Int, seconds: Int, limits: AdmissionLimits, work: String) async throws -> [String: Any] {
+        let (app, port, running) = try await RestLoad.startBroker(work: work) { $0.rest.admission = limits }
         defer { running.cancel() }
         let url = "https://127.0.0.1:\(port)/CurrentImpulse"
         func authorization(_ user: Int) -> [String] {
@@ -68,6 +68,7 @@ enum Overload {
             return Double(admitted[min(admitted.count - 1, Int(Double(admitted.count) * p))]) / 1000
         }
         return [
+            "admissionLimits": ["node": limits.node, "perTenant": limits.perTenant],
             "capacityRequestsPerSecond": capacityRate,
             "capacityP99Milliseconds": capacity["p99Milliseconds"] as? Double ?? 0,
             "offeredRequestsPerSecond": Double(perConnection * connections),

@@ -160,7 +160,8 @@ public func buildApplication(
             gracefulCloseTimeout: configuration.gracefulCloseTimeout,
             maximumBodySize: configuration.rest.maxBodySize + 1,
             maxHeaderListSize: configuration.maxHeaderListSize,
-            connectionLimits: configuration.connectionLimits
+            connectionLimits: configuration.connectionLimits,
+            admission: api.admission
         )
     }
     let https = Application(

@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import NIOCore
 import Synchronization
 
 /// How many REST requests may be in progress: on the node, and for one tenant (its share of the node).
@@ -67,6 +68,29 @@ final class AdmissionControl: Sendable {
     func hold(tenant: String) { state.withLock { $0.hold(tenant: tenant) } }
     var inProgress: Int { state.withLock { $0.total } }
 
+    /// Over HTTP/2 the engine asks before a request becomes a task: a refusal then costs no routing, no task and
+    /// no encoding (the answers below are encoded once). Returns nil when admitted, else the answer to send; the
+    /// caller releases an admitted request when its task ends. `path` is the `:path` pseudo-header.
+    func admitOrRefuse(path: String) -> (tenant: String, refusal: (status: String, body: ByteBuffer)?) {
+        let route = path.prefix { $0 != "?" }
+        guard route != "/health" else { return ("", nil) }
+        let tenant = Self.tenant(ofPath: String(route))
+        switch admit(tenant: tenant) {
+        case .admitted: return (tenant, nil)
+        case .nodeFull: return (tenant, ("503", Self.overloadedBody))
+        case .tenantFull: return (tenant, ("429", Self.tenantFullBody))
+        }
+    }
+
+    static let overloadedBody = ByteBuffer(
+        string: #"{"detail":"the broker is at its limit of requests in progress; try again shortly","#
+            + #""status":503,"title":"Service Unavailable","type":"urn:impulse-broker:problem:overloaded"}"#
+    )
+    static let tenantFullBody = ByteBuffer(
+        string: #"{"detail":"your organisation's requests in progress are at their share of this node; try again "#
+            + #"shortly","status":429,"title":"Too Many Requests","type":"urn:impulse-broker:problem:tenant-over-share"}"#
+    )
+
     /// The tenant a path addresses: the segment after `/t/`, or "" for the unprefixed default tenant's routes.
     static func tenant(ofPath path: String) -> String {
         guard path.hasPrefix("/t/") else { return "" }
@@ -74,16 +98,17 @@ final class AdmissionControl: Sendable {
     }
 }
 
-struct AdmissionMiddleware<Context: RequestContext>: RouterMiddleware {
+/// Admission for requests that did not pass the HTTP/2 engine's check (HTTP/1.1, the plain listener).
+struct AdmissionMiddleware: RouterMiddleware {
     let control: AdmissionControl
 
     func handle(
         _ request: Request,
-        context: Context,
-        next: (Request, Context) async throws -> Response
+        context: BrokerRequestContext,
+        next: (Request, BrokerRequestContext) async throws -> Response
     ) async throws -> Response {
         let path = request.uri.path
-        guard path != "/health" else { return try await next(request, context) }
+        guard path != "/health", !context.admitted else { return try await next(request, context) }
         let tenant = AdmissionControl.tenant(ofPath: path)
         switch control.admit(tenant: tenant) {
         case .admitted:

@@ -39,6 +39,8 @@ struct RESTChannel: ServerChildChannel {
     let maxHeaderListSize: Int
     /// The listener's connections: at most so many, each with a deadline for its handshake and first request.
     let connections: ConnectionCounter
+    /// Requests in progress (node-wide); HTTP/2 requests are admitted or refused here, before they become tasks.
+    let admission: AdmissionControl?
 
     init(
         tls: TLSConfiguration,
@@ -49,7 +51,8 @@ struct RESTChannel: ServerChildChannel {
         maxConcurrentStreams: UInt32 = 100,
         maximumBodySize: Int = 1 << 20,
         maxHeaderListSize: Int = 16 * 1024,
-        connectionLimits: ConnectionLimits = ConnectionLimits()
+        connectionLimits: ConnectionLimits = ConnectionLimits(),
+        admission: AdmissionControl? = nil
     ) throws {
         var tls = tls
         tls.applicationProtocols = ["h2", "http/1.1"]
@@ -62,6 +65,7 @@ struct RESTChannel: ServerChildChannel {
         self.maximumBodySize = maximumBodySize
         self.maxHeaderListSize = maxHeaderListSize
         self.connections = ConnectionCounter(limits: connectionLimits, name: "https")
+        self.admission = admission
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -136,6 +140,7 @@ struct RESTChannel: ServerChildChannel {
         )
         let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
         let router = router
+        let admission = admission
         let limit = maxHeaderListSize
         let executor = EventLoopTaskExecutor(channel.eventLoop)
         let work = NIOLoopBound(StreamWork(limit: Int(maxConcurrentStreams)), eventLoop: channel.eventLoop)
@@ -150,6 +155,23 @@ struct RESTChannel: ServerChildChannel {
                 handler.resetStream(streamID, errorCode: HTTP2ErrorCode.refusedStream)
                 return
             }
+            var tenant: String?
+            if let admission, let path = message[":path"] {
+                let verdict = admission.admitOrRefuse(path: path)
+                if let refusal = verdict.refusal {
+                    handler.respond(
+                        streamID: streamID,
+                        headers: HTTP2HeaderBlock([
+                            HTTP2Header(":status", refusal.status),
+                            HTTP2Header("content-type", "application/problem+json"),
+                            HTTP2Header("cache-control", "no-store"), HTTP2Header("retry-after", "1"),
+                        ]),
+                        body: refusal.body
+                    )
+                    return
+                }
+                tenant = verdict.tenant
+            }
             // Each request runs as its own task, on the connection's event loop thread (and so does the actor code
             // it calls, unless the actor is busy elsewhere): no thread hop to start it or to answer.
             let task = Task(executorPreference: executor) {
@@ -160,8 +182,10 @@ struct RESTChannel: ServerChildChannel {
                     router: router,
                     channel: channel,
                     maxHeaderListSize: limit,
+                    admitted: tenant != nil,
                     logger: logger
                 )
+                if let tenant { admission?.release(tenant: tenant) }
                 work.finished(streamID)
             }
             work.value.started(streamID, task)
@@ -182,13 +206,15 @@ struct RESTChannel: ServerChildChannel {
         router: RouterResponder<BrokerRequestContext>,
         channel: any Channel,
         maxHeaderListSize: Int,
+        admitted: Bool = false,
         logger: Logger
     ) async {
         // A header block without :method or :path: answered as a problem for the root, it names no resource.
         let parsed = Self.request(from: message)
         let head = parsed ?? HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")
         let request = Request(head: head, body: RequestBody(buffer: message.body))
-        let context = BrokerRequestContext(source: .init(channel: channel, logger: logger))
+        var context = BrokerRequestContext(source: .init(channel: channel, logger: logger))
+        context.admitted = admitted
         var response: Response
         do {
             let headerListSize = message.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
