@@ -40,6 +40,8 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        // zlib, for compressed REST answers (`Content-Encoding: gzip` / `deflate`).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
             name: "Engine",
             dependencies: [
@@ -58,6 +60,7 @@ let package = Package(
             dependencies: [
                 "Engine",
                 "CNGHTTP2",
+                "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),

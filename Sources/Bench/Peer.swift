@@ -230,6 +230,12 @@ enum Summary {
                     + "(p50 \(number(reference?["p50Milliseconds"], 2)) ms, p99 \(number(reference?["p99Milliseconds"], 2)) ms), "
                     + "ratio \(number(rest["ratio"], 3))"
             )
+            let gzip = rest["brokerGzip"] as? [String: Any]
+            lines.append(
+                "  GET /CurrentImpulse gzipped: \(number(gzip?["requestsPerSecond"])) req/s (p50 "
+                    + "\(number(gzip?["p50Milliseconds"], 2)) ms, p99 \(number(gzip?["p99Milliseconds"], 2)) ms), body "
+                    + "\(rest["gzipBodyBytes"] ?? 0) of \(rest["bodyBytes"] ?? 0) bytes"
+            )
         }
         if let peer = results["peer"] as? [String: Any] {
             let gateway = peer["gateway"] as? [String: Any]

@@ -97,6 +97,19 @@ enum RestLoad {
             name: "warm"
         )
         let broker = try H2Load.parallel(load(url, auth: true), work: work, name: "broker")
+        // The same with `Accept-Encoding: gzip`, as the iPhone clients send it: what compression costs.
+        let gzipped = try H2Load.parallel(
+            load(url, auth: true).map { ["-H", "accept-encoding: gzip"] + $0 },
+            work: work,
+            name: "broker-gzip"
+        )
+        let gzipBody = try runProgram(
+            "/usr/bin/curl",
+            [
+                "-sk", "--http2", "-u", "u1:pw", "-H", "accept-encoding: gzip", "-o", work + "/gzip.body", "-w",
+                "%{size_download}", url,
+            ]
+        )
         await app.shutdown()
         _ = await running.result
 
@@ -131,6 +144,8 @@ enum RestLoad {
             "bodyBytes": body.utf8.count,
             "users": users,
             "broker": broker,
+            "brokerGzip": gzipped,
+            "gzipBodyBytes": Int(gzipBody) ?? 0,
             "nghttpd": reference,
             "ratio": brokerRate / max(1, nghttpdRate),
         ]

@@ -9,9 +9,14 @@ public struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext 
     /// Set when the HTTP/2 engine admitted the request already (`AdmissionControl`): the middleware does not
     /// count it again.
     var admitted = false
+    /// The connection's event loop, and the executor that runs tasks on it (HTTP/2 requests run there): work
+    /// the request starts stays on that thread.
+    let eventLoop: any EventLoop
+    var executor: (any TaskExecutor)?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        eventLoop = source.channel.eventLoop
     }
 }

@@ -111,6 +111,8 @@ public struct RESTAPI: Sendable {
                     let tenant = AdmissionControl.tenant(ofPath: request.uri.path)
                     do {
                         return try await deadline.run(
+                            on: context.eventLoop,
+                            executor: context.executor,
                             abandoned: { admission.hold(tenant: tenant) },
                             finishedLate: { admission.release(tenant: tenant) }
                         ) {

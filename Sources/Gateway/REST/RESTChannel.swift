@@ -183,6 +183,7 @@ struct RESTChannel: ServerChildChannel {
                     channel: channel,
                     maxHeaderListSize: limit,
                     admitted: tenant != nil,
+                    executor: executor,
                     logger: logger
                 )
                 if let tenant { admission?.release(tenant: tenant) }
@@ -207,6 +208,7 @@ struct RESTChannel: ServerChildChannel {
         channel: any Channel,
         maxHeaderListSize: Int,
         admitted: Bool = false,
+        executor: (any TaskExecutor)? = nil,
         logger: Logger
     ) async {
         // A header block without :method or :path: answered as a problem for the root, it names no resource.
@@ -215,6 +217,7 @@ struct RESTChannel: ServerChildChannel {
         let request = Request(head: head, body: RequestBody(buffer: message.body))
         var context = BrokerRequestContext(source: .init(channel: channel, logger: logger))
         context.admitted = admitted
+        context.executor = executor
         var response: Response
         do {
             let headerListSize = message.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }

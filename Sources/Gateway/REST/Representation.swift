@@ -35,8 +35,27 @@ final class RepresentationCache: Sendable {
     }
 }
 
+/// Bodies compressed once per identity ETag and coding; bounded (starts over when full).
+final class CompressedBodies: Sendable {
+    private let entries = Mutex([String: Data]())
+    private let capacity = 2048
+
+    func body(_ encoded: Representation.Encoded, _ coding: ContentCoding) -> Data? {
+        let key = encoded.etag + coding.rawValue
+        if let known = entries.withLock({ $0[key] }) { return known }
+        guard let body = coding.compress(encoded.data) else { return nil }
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = body
+        }
+        return body
+    }
+}
+
 /// Writes a resource as JSON or, when the client's `Accept` asks for it, as an XML property list, with an
-/// `ETag` over the exact bytes and `Last-Modified`, and answers conditional requests with 304.
+/// `ETag` over the exact bytes and `Last-Modified`, and answers conditional requests with 304. Bodies of 512 bytes
+/// or more go out gzip- or deflate-compressed when `Accept-Encoding` allows (`ContentCoding`), each coding with
+/// its own ETag.
 struct Representation {
     static let plistType = "application/x-plist"
     /// Encoders read this to leave out `null` members: property lists have no null.
@@ -121,16 +140,30 @@ struct Representation {
         "\"" + SHA256.hash(data: data).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
     }
 
+    /// Compressed bodies by their identity ETag and coding: a body is compressed once however often it is sent.
+    static let compressed = CompressedBodies()
+
     private static func response(
         _ encoded: Encoded,
         for request: Request,
         status: HTTPResponse.Status,
         lastModified: Date?
     ) -> Response {
-        let (data, contentType, etag) = (encoded.data, encoded.contentType, encoded.etag)
+        var (data, contentType, etag) = (encoded.data, encoded.contentType, encoded.etag)
+        var coding: ContentCoding?
+        if data.count >= ContentCoding.minimumSize,
+            let wanted = ContentCoding.negotiate(request.headers[.acceptEncoding]),
+            let body = compressed.body(encoded, wanted)
+        {
+            // Another representation: its own strong validator (RFC 9110 section 8.8.3).
+            coding = wanted
+            data = body
+            etag = String(etag.dropLast()) + (wanted == .gzip ? "-gz\"" : "-df\"")
+        }
         var headers: HTTPFields = [
-            .eTag: etag, .cacheControl: "private, no-cache", .vary: "Accept, Authorization",
+            .eTag: etag, .cacheControl: "private, no-cache", .vary: "Accept, Accept-Encoding, Authorization",
         ]
+        if let coding { headers[.contentEncoding] = coding.rawValue }
         if let lastModified { headers[.lastModified] = HTTPDate.format(lastModified) }
         if status == .ok, request.method == .get || request.method == .head,
             notModified(request, etag: etag, lastModified: lastModified)

@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// A server-side deadline on a request's work (the store's reads and writes above all): when it passes, the
@@ -17,19 +18,23 @@ struct RequestDeadline: Sendable {
     /// Runs `work`, throwing ``Exceeded`` when it has not finished within the limit. Cancelling the caller
     /// cancels the work. When the deadline wins, `abandoned` runs then and `finishedLate` when the work ends (so
     /// the work can keep its place in the server's bounds).
+    ///
+    /// The work runs on `executor` when given (the connection's event loop, where HTTP/2 requests run: no thread
+    /// hop), the timer on `eventLoop`.
     func run<T: Sendable>(
+        on eventLoop: any EventLoop,
+        executor: (any TaskExecutor)?,
         abandoned: @escaping @Sendable () -> Void = {},
         finishedLate: @escaping @Sendable () -> Void = {},
         _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let race = Race<T>()
-        let worker = Task {
+        let worker = Task(executorPreference: executor) {
             let result: Result<T, any Error>
             do { result = .success(try await work()) } catch { result = .failure(error) }
             race.finish(result, ifLate: finishedLate)
         }
-        let timer = Task {
-            do { try await Task.sleep(for: limit) } catch { return }
+        let timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(limit / .nanoseconds(1)))) {
             race.finish(.failure(Exceeded()), ifFirst: abandoned)
         }
         defer { timer.cancel() }
