@@ -278,6 +278,40 @@ struct PushGatewayTests {
         running.cancel()
     }
 
+    @Test("An accepted push is marked pushed in the store as its answer comes, not when its batch is done")
+    func pushedMarkPerAnswer() async throws {
+        let f = try await StoreFixture.make()
+        try await register(f, f.a, 1)
+        try await register(f, f.b, 2)
+        // b's push hangs; a's shares its batch and is answered at once.
+        let transport = GatedTransport(gated: [String(format: "%064x", 2)])
+        let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 10, workers: 4, batchSize: 2))
+        let first = try await deliver(f, f.a)
+        let second = try await deliver(f, f.b)
+        _ = await gateway.enqueue(contentsOf: [(first, nil), (second, nil)])
+        let running = Task { await gateway.run() }
+        defer { running.cancel() }
+        func pushedAt(_ delivery: Delivery, _ user: User) async throws -> Date? {
+            try await f.store.deliveredImpulses(tenant: f.acme, user: user.id, after: nil, before: nil, limit: 10)
+                .first { $0.delivery.id == delivery.id }?.delivery.pushedAt
+        }
+        // Durable while the batch still waits for b (before, both marks waited for the batch's last answer).
+        #expect(try await eventually { try await pushedAt(first, f.a) != nil })
+        #expect(try await pushedAt(second, f.b) == nil)
+        transport.open()
+        #expect(try await eventually { try await pushedAt(second, f.b) != nil })
+        #expect(try await eventually { await gateway.statistics.accepted == 2 })
+        let apnsIDs = try await f.store.deliveredImpulses(
+            tenant: f.acme,
+            user: f.a.id,
+            after: nil,
+            before: nil,
+            limit: 10
+        )
+        .first { $0.delivery.id == first.id }?.delivery.apnsID
+        #expect(apnsIDs == "id-\(first.id.rawValue)")
+    }
+
     @Test("Dead tokens cost one answer each: no retries, no pause, every valid push goes out")
     func deadTokensDoNotStall() async throws {
         let f = try await StoreFixture.make()

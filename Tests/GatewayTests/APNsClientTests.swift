@@ -137,7 +137,7 @@ struct APNsClientTests {
         pair.simulator.setFaults(faults)
         let answered = Mutex(0)
         let first = try (1...4).map { try APNsPair.notification($0) }
-        let hung = Task { await pair.client.send(batch: first) { answered.withLock { $0 += 1 } } }
+        let hung = Task { await pair.client.send(batch: first) { _, _ in answered.withLock { $0 += 1 } } }
         #expect(try await eventually { answered.withLock { $0 } == 3 })
         #expect(try await eventually { await pair.client.snapshot().first?.inFlight == 1 })
         // Three streams are free while the fourth waits for its deadline: a second batch goes out on them now.

@@ -42,7 +42,7 @@ struct APNsPushTransportTests {
                 impulse: try ImpulseID(index < 20 ? "breathe" : (index % 2 == 0 ? "stretch" : "walk"))
             )
         }
-        let answers = await transport.send(batch: pushes) {}
+        let answers = await transport.send(batch: pushes) { _, _ in }
         await transport.shutdown()
         let accepted = Dictionary(uniqueKeysWithValues: pair.simulator.accepted.map { ($0.token, $0) })
         await pair.stop()

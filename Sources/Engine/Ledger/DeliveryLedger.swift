@@ -119,7 +119,13 @@ public final class DeliveryLedger: Sendable {
     /// one) in the hot state of users held in memory and queues them for the next group commit. It waits for the
     /// commit only with `durably`, or while the writer is far behind: an outcome lost in a crash means the push
     /// is sent again at the next start, under the same collapse id, so the gateway need not wait for the disk.
-    public func record(_ settlements: [PushSettlement], at now: Date = Date(), durably: Bool = false) async throws {
+    /// `written` are deliveries whose pushed mark `recordAccepted` already queued: only the shards learn of them.
+    public func record(
+        _ settlements: [PushSettlement],
+        at now: Date = Date(),
+        durably: Bool = false,
+        written: Set<DeliveryID> = []
+    ) async throws {
         guard !settlements.isEmpty else { return }
         let marks = settlements.map {
             DeliveryMark(
@@ -129,12 +135,28 @@ public final class DeliveryLedger: Sendable {
                 at: now
             )
         }
-        if durably { try await writer.write(marks) } else { await writer.submit(marks) }
+        let unwritten = written.isEmpty ? marks : marks.filter { !written.contains($0.delivery) }
+        if durably { try await writer.write(unwritten) } else { await writer.submit(unwritten) }
         var byShard: [Int: [(mark: DeliveryMark, user: UserID)]] = [:]
         for (settlement, mark) in zip(settlements, marks) {
             byShard[shardIndex(settlement.user), default: []].append((mark, settlement.user))
         }
         for (index, group) in byShard { await shards[index].applied(group) }
+    }
+
+    /// Queues a pushed mark the moment APNs accepted the push (from its answer's event loop, without waiting), so
+    /// that a crash before the rest of its batch is answered does not send it again; `record` then passes the
+    /// delivery in `written`.
+    public func recordAccepted(_ settlement: PushSettlement, at now: Date = Date()) {
+        guard let apnsID = settlement.apnsID else { return }
+        writer.offer([
+            DeliveryMark(
+                tenant: settlement.tenant,
+                delivery: settlement.delivery,
+                kind: .pushed(apnsID: apnsID),
+                at: now
+            )
+        ])
     }
 
     /// Waits until every outcome recorded so far is written (at shutdown).

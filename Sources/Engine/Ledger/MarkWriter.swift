@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// Group commit for delivery marks: callers that arrive while a transaction is running share the next one.
 ///
@@ -23,6 +24,9 @@ actor MarkWriter {
     /// When the oldest submitted mark not yet committed was submitted (nil: none is waiting).
     private var oldestSubmitted: ContinuousClock.Instant?
     private var backlogWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Marks offered from outside the actor without waiting (an APNs answer on its event loop), and whether a
+    /// task to take them in is on its way.
+    private nonisolated let inbox = Mutex<(marks: [DeliveryMark], scheduled: Bool)>(([], false))
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     private let logger: Logger?
 
@@ -60,8 +64,38 @@ actor MarkWriter {
         startFlushing()
     }
 
+    /// Queues marks for the next group commit from any thread without waiting, as an answer arrives: they count
+    /// towards the backlog and the lag bound like submitted ones, but an offer never waits (the next `submit`
+    /// does). One task takes in whatever arrived meanwhile.
+    nonisolated func offer(_ marks: [DeliveryMark]) {
+        guard !marks.isEmpty else { return }
+        let schedule = inbox.withLock { box -> Bool in
+            box.marks.append(contentsOf: marks)
+            defer { box.scheduled = true }
+            return !box.scheduled
+        }
+        if schedule { Task { await self.takeInbox() } }
+    }
+
+    private func takeInbox() {
+        let marks = inbox.withLock { box -> [DeliveryMark] in
+            defer {
+                box.marks.removeAll(keepingCapacity: true)
+                box.scheduled = false
+            }
+            return box.marks
+        }
+        guard !marks.isEmpty else { return }
+        backlog += marks.count
+        let now = ContinuousClock.now
+        if oldestSubmitted == nil { oldestSubmitted = now }
+        pending.append((marks, nil, now))
+        startFlushing()
+    }
+
     /// Returns once every mark queued so far has been written (or failed).
     func drain() async {
+        takeInbox()
         guard flushing else { return }
         await withCheckedContinuation { drainWaiters.append($0) }
     }

@@ -1,6 +1,7 @@
 import DequeModule
 import Foundation
 import Logging
+import Synchronization
 
 /// Takes deliveries, pushes them to every device of their user, and reports each outcome to the ledger and the
 /// token registry.
@@ -296,13 +297,25 @@ public actor PushGateway {
                 }
             }
             var answers: [PushAnswer] = []
+            // Deliveries whose pushed mark went to the ledger as APNs accepted them, by job.
+            let early = EarlyMarks()
             if !sends.isEmpty {
                 // Stopping: the deliveries stay unsettled and are pushed at the next start.
                 guard await permits.acquire(sends.count) else { return }
                 let held = HeldPlaces(sends.count)
                 let permits = self.permits
-                answers = await transport.send(batch: sends.map(\.push)) {
+                let ledger = self.ledger
+                let owners = sends.map { (job: $0.job, user: jobs[$0.job].delivery.user, delivery: $0.push.delivery) }
+                answers = await transport.send(batch: sends.map(\.push)) { index, acceptedID in
                     permits.release(held.take(1))
+                    // Recorded at once, not when the batch's slowest answer comes: a crash in between would
+                    // otherwise send it again at the next start.
+                    guard let acceptedID, early.claim(owners[index].job, delivery: owners[index].delivery, acceptedID)
+                    else { return }
+                    let owner = owners[index]
+                    ledger.recordAccepted(
+                        PushSettlement(tenant: tenantID, user: owner.user, delivery: owner.delivery, apnsID: acceptedID)
+                    )
                 }
                 permits.release(held.takeAll())
             }
@@ -406,7 +419,14 @@ public actor PushGateway {
             }
             metrics.dispatchLag(tenant: tenantID, seconds: lags)
             await add(counts)
-            try await ledger.record(marks, at: settledAt)
+            // The marks already queued as their answers came keep their apns-id; only the shards learn of them here.
+            let recorded = early.all
+            if !recorded.byDelivery.isEmpty {
+                for index in marks.indices {
+                    if let apnsID = recorded.byDelivery[marks[index].delivery] { marks[index].apnsID = apnsID }
+                }
+            }
+            try await ledger.record(marks, at: settledAt, written: Set(recorded.byDelivery.keys))
         } catch is CancellationError {
             // Shutting down: the deliveries stay unsettled and are pushed at the next start.
         } catch {
@@ -493,4 +513,20 @@ public actor PushGateway {
             }
         }
     }
+}
+
+/// The pushed marks a batch recorded as their answers came: the first accepted device of each job claims it.
+final class EarlyMarks: Sendable {
+    private let state = Mutex<(jobs: Set<Int>, byDelivery: [DeliveryID: String])>(([], [:]))
+
+    /// Whether this acceptance is the job's first (then the caller records it, under this apns-id).
+    func claim(_ job: Int, delivery: DeliveryID, _ apnsID: String) -> Bool {
+        state.withLock { state in
+            guard state.jobs.insert(job).inserted else { return false }
+            state.byDelivery[delivery] = apnsID
+            return true
+        }
+    }
+
+    var all: (jobs: Set<Int>, byDelivery: [DeliveryID: String]) { state.withLock { $0 } }
 }

@@ -42,10 +42,14 @@ public protocol PushTransport: Sendable {
     /// Sends several pushes (to one or more tenants); answers in the order given. Transports that can share a
     /// hop and a write among pushes implement it; the default sends them one by one, concurrently.
     ///
-    /// `onAnswer` may run once per push as its answer comes, before this returns: the gateway then gives that
-    /// push's in-flight place back at once instead of after the batch's slowest answer. A transport that never
-    /// calls it is correct, only slower to free places.
-    func send(batch pushes: [OutboundPush], onAnswer: @escaping @Sendable () -> Void) async -> [PushAnswer]
+    /// `onAnswer` may run once per push as its answer comes, before this returns, with the push's index and,
+    /// when APNs accepted it, the apns-id: the gateway then gives that push's in-flight place back, and records an
+    /// accepted push, at once instead of after the batch's slowest answer. A transport that never calls it is
+    /// correct, only slower to free places and to make outcomes durable.
+    func send(
+        batch pushes: [OutboundPush],
+        onAnswer: @escaping @Sendable (_ index: Int, _ acceptedID: String?) -> Void
+    ) async -> [PushAnswer]
     /// Makes fresh provider credentials for the tenant and retires its connections (after ExpiredProviderToken).
     func renewCredentials(tenant: TenantID) async
 }
@@ -62,13 +66,16 @@ public struct PushAnswer: Sendable {
 }
 
 extension PushTransport {
-    public func send(batch pushes: [OutboundPush], onAnswer: @escaping @Sendable () -> Void) async -> [PushAnswer] {
+    public func send(
+        batch pushes: [OutboundPush],
+        onAnswer: @escaping @Sendable (_ index: Int, _ acceptedID: String?) -> Void
+    ) async -> [PushAnswer] {
         await withTaskGroup(of: (Int, PushAnswer).self) { group in
             for (index, push) in pushes.enumerated() {
                 group.addTask {
                     let started = ContinuousClock.now
                     let result = await send(push)
-                    onAnswer()
+                    if case .accepted(let apnsID) = result { onAnswer(index, apnsID) } else { onAnswer(index, nil) }
                     return (index, PushAnswer(result: result, latency: started.duration(to: .now)))
                 }
             }

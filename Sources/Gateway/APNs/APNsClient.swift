@@ -180,10 +180,11 @@ public actor APNsClient {
     /// most twice.
     ///
     /// Each answer gives its stream back as it comes, so a slow answer holds one stream, not its whole chunk's;
-    /// `onAnswer` runs then too (on the event loop), for every answer that came over a connection.
+    /// `onAnswer` runs then too (on the event loop), for every answer that came over a connection, with the
+    /// push's index and, when APNs accepted it, its apns-id (a resent push may be reported more than once).
     public func send(
         batch notifications: [APNsNotification],
-        onAnswer: (@Sendable () -> Void)? = nil
+        onAnswer: (@Sendable (_ index: Int, _ acceptedID: String?) -> Void)? = nil
     ) async -> [PushAnswer] {
         let authorization: String?
         do {
@@ -229,8 +230,12 @@ public actor APNsClient {
                             // answer came for it (a connection that never took the requests).
                             let held = HeldPlaces(indices.count)
                             let answers = await lease.link.connection.send(batch: chunk, deadline: deadline) {
+                                position,
+                                response in
                                 if held.take(1) > 0 { self.giveBack(lease.link, streams: 1) }
-                                onAnswer?()
+                                guard let onAnswer else { return }
+                                let accepted = response.flatMap { $0.status == 200 ? ($0["apns-id"] ?? "") : nil }
+                                onAnswer(indices[position], accepted)
                             }
                             let unanswered = held.takeAll()
                             if unanswered > 0 { self.giveBack(lease.link, streams: unanswered) }

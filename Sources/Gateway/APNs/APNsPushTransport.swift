@@ -85,7 +85,10 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// One hop per pool: the pushes are grouped by the client (identity and environment) that sends them.
-    public func send(batch pushes: [OutboundPush], onAnswer: @escaping @Sendable () -> Void) async -> [PushAnswer] {
+    public func send(
+        batch pushes: [OutboundPush],
+        onAnswer: @escaping @Sendable (_ index: Int, _ acceptedID: String?) -> Void
+    ) async -> [PushAnswer] {
         var answers = [PushAnswer?](repeating: nil, count: pushes.count)
         var groups: [ObjectIdentifier: Group] = [:]
         var payloads = PayloadCache()
@@ -122,7 +125,11 @@ public final class APNsPushTransport: PushTransport {
         await withTaskGroup(of: (indices: [Int], answers: [PushAnswer]).self) { group in
             for entry in groups.values {
                 group.addTask {
-                    (entry.indices, await entry.client.send(batch: entry.notifications, onAnswer: onAnswer))
+                    let indices = entry.indices
+                    let answers = await entry.client.send(batch: entry.notifications) { position, accepted in
+                        onAnswer(indices[position], accepted)
+                    }
+                    return (indices, answers)
                 }
             }
             for await sent in group {

@@ -136,12 +136,13 @@ public final class HTTP2ClientConnection: Sendable {
 
     /// Sends several requests in one hop to the event loop and one write, and waits for every answer (in order).
     /// A request's failure is its answer; this never throws. `onAnswer` runs on the event loop as each request's
-    /// answer or failure comes (so a caller can free what the request held before the slowest one is answered);
-    /// it is not called for requests that never reached the connection (then every answer is a failure).
+    /// answer (with the response) or failure (nil) comes, with the request's index (so a caller can free what the
+    /// request held, or record its outcome, before the slowest one is answered); it is not called for requests
+    /// that never reached the connection (then every answer is a failure).
     public func send(
         batch requests: [(headers: HTTP2HeaderBlock, body: ByteBuffer?)],
         deadline: TimeAmount,
-        onAnswer: (@Sendable () -> Void)? = nil
+        onAnswer: (@Sendable (_ index: Int, _ response: HTTP2Message?) -> Void)? = nil
     ) async -> [HTTP2Answer] {
         let promise = channel.eventLoop.makePromise(of: [HTTP2Answer].self)
         let ticket = StreamTicket()

@@ -169,7 +169,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     func request(
         batch requests: [(headers: HTTP2HeaderBlock, body: ByteBuffer?)],
         deadline: TimeAmount,
-        onAnswer: (() -> Void)? = nil,
+        onAnswer: ((Int, HTTP2Message?) -> Void)? = nil,
         promise: EventLoopPromise<[HTTP2Answer]>
     ) -> [Int32] {
         guard let session, let context, !goingAway else {
@@ -457,12 +457,12 @@ private final class BatchAnswers {
     private var answers: [HTTP2Answer?]
     private(set) var remaining: Int
     private let started = NIODeadline.now()
-    private let onAnswer: (() -> Void)?
+    private let onAnswer: ((Int, HTTP2Message?) -> Void)?
     private let promise: EventLoopPromise<[HTTP2Answer]>
     /// One deadline for the whole batch, cancelled with its last answer.
     var timer: Scheduled<Void>?
 
-    init(count: Int, onAnswer: (() -> Void)?, promise: EventLoopPromise<[HTTP2Answer]>) {
+    init(count: Int, onAnswer: ((Int, HTTP2Message?) -> Void)?, promise: EventLoopPromise<[HTTP2Answer]>) {
         answers = [HTTP2Answer?](repeating: nil, count: count)
         remaining = count
         self.onAnswer = onAnswer
@@ -474,7 +474,7 @@ private final class BatchAnswers {
         guard answers[index] == nil else { return }
         answers[index] = HTTP2Answer(result: result, latency: NIODeadline.now() - started)
         remaining -= 1
-        onAnswer?()
+        onAnswer?(index, try? result.get())
         if remaining == 0 {
             timer?.cancel()
             promise.succeed(answers.map { $0! })
