@@ -149,14 +149,14 @@ public final class DeliveryLedger: Sendable {
     /// delivery in `written`.
     public func recordAccepted(_ settlement: PushSettlement, at now: Date = Date()) {
         guard let apnsID = settlement.apnsID else { return }
-        writer.offer([
+        writer.offer(
             DeliveryMark(
                 tenant: settlement.tenant,
                 delivery: settlement.delivery,
                 kind: .pushed(apnsID: apnsID),
                 at: now
             )
-        ])
+        )
     }
 
     /// Waits until every outcome recorded so far is written (at shutdown).

@@ -52,11 +52,15 @@ actor MarkWriter {
     /// For marks whose loss in a crash only repeats work: a push marked here and lost is pushed again at the
     /// next start, under the same collapse id; the lag bound keeps those repeats to the pushes of about
     /// `maximumLag` before the crash.
+    ///
+    /// Marks offered as answers came (`offer`) count too, and a caller with nothing left to submit still waits
+    /// for room: the gateway cannot outrun the writer by offering instead of submitting.
     func submit(_ marks: [DeliveryMark]) async {
-        guard !marks.isEmpty else { return }
+        takeInbox()
         while backlog >= maximumBacklog || oldestSubmitted.map({ $0.duration(to: .now) > maximumLag }) == true {
             await withCheckedContinuation { backlogWaiters.append($0) }
         }
+        guard !marks.isEmpty else { return }
         backlog += marks.count
         let now = ContinuousClock.now
         if oldestSubmitted == nil { oldestSubmitted = now }
@@ -67,10 +71,9 @@ actor MarkWriter {
     /// Queues marks for the next group commit from any thread without waiting, as an answer arrives: they count
     /// towards the backlog and the lag bound like submitted ones, but an offer never waits (the next `submit`
     /// does). One task takes in whatever arrived meanwhile.
-    nonisolated func offer(_ marks: [DeliveryMark]) {
-        guard !marks.isEmpty else { return }
+    nonisolated func offer(_ mark: DeliveryMark) {
         let schedule = inbox.withLock { box -> Bool in
-            box.marks.append(contentsOf: marks)
+            box.marks.append(mark)
             defer { box.scheduled = true }
             return !box.scheduled
         }
