@@ -1,7 +1,10 @@
 import Foundation
 import GRDB
-import Gateway
+import NIOSSL
+import Synchronization
 import Testing
+
+@testable import Gateway
 
 /// The REST API over a store that stalls: a real SQLite file whose write lock another connection holds, with the
 /// broker's busy wait far longer than the request deadline (as a frozen file system would make it wait).
@@ -147,4 +150,66 @@ func warmUp(_ broker: TestBroker, _ path: String, user: String = "alice", passwo
         return last == 200
     }
     #expect(done, "\(path) as \(user): \(last)")
+}
+
+/// Under pressure the HTTP/2 connections are asked for fewer streams, so clients hold their requests back instead
+/// of sending what would be refused (BENCHMARKS.md, round 15).
+@Suite("Stream governor", .timeLimit(.minutes(1)))
+struct StreamGovernorTests {
+    @Test("A tenant at its share or a full node lowers the stream limit; it comes back after the relief time")
+    func pressure() {
+        let governor = StreamGovernor(normal: 100, throttled: 4)
+        let admission = AdmissionControl(
+            limits: AdmissionLimits(node: 4, perTenant: 2),
+            governor: governor,
+            relief: .zero
+        )
+        #expect(admission.admit(tenant: "a") == .admitted)
+        #expect(governor.currentLimit == 100)
+        #expect(admission.admit(tenant: "a") == .admitted)  // a's share is taken: pressure
+        #expect(governor.currentLimit == 4)
+        #expect(admission.admit(tenant: "a") == .tenantFull)
+        admission.release(tenant: "a")  // a back to half its share, the node to a quarter
+        #expect(governor.currentLimit == 100)
+        admission.release(tenant: "a")
+        #expect(admission.inProgress == 0)
+    }
+
+    @Test("An open HTTP/2 connection is sent SETTINGS with the lower limit while the node is under pressure")
+    func settingsReachClients() async throws {
+        try await TestBroker.run(
+            requestDeadline: .seconds(60),
+            busyTimeout: .seconds(60),
+            admission: AdmissionLimits(node: 4, perTenant: 2)
+        ) { broker in
+            try await warmUp(broker, "/v1/me")
+            try await warmUp(broker, "/v1/me", user: "bob")
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(broker.directory + "/tls/self-signed.crt")
+            let limits = Mutex<[UInt32]>([])
+            let watcher = try await HTTP2ClientConnection.connect(
+                host: "127.0.0.1",
+                port: broker.httpsPort,
+                tls: tls,
+                serverHostname: "localhost"
+            ) { event in
+                if case .remoteSettings(let streams) = event { limits.withLock { $0.append(streams) } }
+            }
+            let lock = try await AdmissionTests.lock(broker)
+            let alice = Task { try await AdmissionTests.preferences(broker, "/v1/me/preferences", user: "alice") }
+            let bob = Task { try await AdmissionTests.preferences(broker, "/v1/me/preferences", user: "bob") }
+            #expect(try await eventually(seconds: 10) { limits.withLock { $0.last } == 4 }, "\(limits.withLock { $0 })")
+            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            #expect(try await alice.value.status == 200)
+            #expect(try await bob.value.status == 200)
+            // Two seconds after the last time the tenant was at its share, a finished request lifts the limit.
+            try await Task.sleep(for: .seconds(2.2))
+            #expect(try await broker.send(.GET, "/v1/me").status == 200)
+            #expect(
+                try await eventually(seconds: 10) { limits.withLock { $0.last } == 100 },
+                "\(limits.withLock { $0 })"
+            )
+            await watcher.close()
+        }
+    }
 }

@@ -27,8 +27,34 @@ struct AdmissionState: Sendable {
     let limits: AdmissionLimits
     private(set) var total = 0
     private(set) var perTenant: [String: Int] = [:]
+    /// Whether the node is under pressure: set when it is full or a tenant is at its share, cleared once the node
+    /// and every tenant are back to half their bounds and `relief` has passed since the last time either was full
+    /// (so that clients told to slow down do not flood it again at once).
+    private(set) var pressed = false
+    private var lastFull: ContinuousClock.Instant?
+    let relief: Duration
 
-    init(limits: AdmissionLimits) { self.limits = limits }
+    init(limits: AdmissionLimits, relief: Duration = .seconds(2)) {
+        self.limits = limits
+        self.relief = relief
+    }
+
+    /// The change of `pressed` the last admit or release made, if any.
+    mutating func pressureChange(now: ContinuousClock.Instant, tenant: String) -> Bool? {
+        let full = total >= limits.node || perTenant[tenant, default: 0] >= limits.perTenant
+        if full { lastFull = now }
+        if !pressed, full {
+            pressed = true
+            return true
+        }
+        if pressed, total <= limits.node / 2, lastFull.map({ $0.duration(to: now) >= relief }) ?? true,
+            !perTenant.values.contains(where: { $0 > limits.perTenant / 2 })
+        {
+            pressed = false
+            return false
+        }
+        return nil
+    }
 
     mutating func admit(tenant: String) -> Verdict {
         let current = perTenant[tenant, default: 0]
@@ -60,11 +86,31 @@ struct AdmissionState: Sendable {
 /// a busy node alive). A request counts from routing until its handler returns its answer.
 final class AdmissionControl: Sendable {
     private let state: Mutex<AdmissionState>
+    /// Told when the node comes under pressure (full) and when it is relieved (back to half).
+    let governor: StreamGovernor?
 
-    init(limits: AdmissionLimits) { state = Mutex(AdmissionState(limits: limits)) }
+    init(limits: AdmissionLimits, governor: StreamGovernor? = nil, relief: Duration = .seconds(2)) {
+        state = Mutex(AdmissionState(limits: limits, relief: relief))
+        self.governor = governor
+    }
 
-    func admit(tenant: String) -> AdmissionState.Verdict { state.withLock { $0.admit(tenant: tenant) } }
-    func release(tenant: String) { state.withLock { $0.release(tenant: tenant) } }
+    func admit(tenant: String) -> AdmissionState.Verdict {
+        let (verdict, change) = state.withLock { state in
+            let verdict = state.admit(tenant: tenant)
+            return (verdict, state.pressureChange(now: .now, tenant: tenant))
+        }
+        if let change { governor?.pressure(change) }
+        return verdict
+    }
+
+    func release(tenant: String) {
+        let change = state.withLock { state in
+            state.release(tenant: tenant)
+            return state.pressureChange(now: .now, tenant: tenant)
+        }
+        if let change { governor?.pressure(change) }
+    }
+
     func hold(tenant: String) { state.withLock { $0.hold(tenant: tenant) } }
     var inProgress: Int { state.withLock { $0.total } }
 

@@ -25,6 +25,8 @@ public struct RESTAPI: Sendable {
     let representations = RepresentationCache()
     /// Requests in progress, node-wide (shared by every listener's router).
     let admission: AdmissionControl
+    /// Fewer streams per HTTP/2 connection while admission control is full.
+    let streamGovernor = StreamGovernor(normal: 100, throttled: 4)
 
     public init(
         tenants: TenantDirectory,
@@ -46,7 +48,7 @@ public struct RESTAPI: Sendable {
         self.pushGateway = pushGateway
         self.metrics = metrics
         self.inspector = inspector
-        self.admission = AdmissionControl(limits: configuration.admission)
+        self.admission = AdmissionControl(limits: configuration.admission, governor: streamGovernor)
     }
 
     /// The caller of an authenticated route.

@@ -41,6 +41,8 @@ struct RESTChannel: ServerChildChannel {
     let connections: ConnectionCounter
     /// Requests in progress (node-wide); HTTP/2 requests are admitted or refused here, before they become tasks.
     let admission: AdmissionControl?
+    /// Lowers every connection's stream limit while admission control is full.
+    let governor: StreamGovernor?
 
     init(
         tls: TLSConfiguration,
@@ -54,6 +56,7 @@ struct RESTChannel: ServerChildChannel {
         connectionLimits: ConnectionLimits = ConnectionLimits(),
         admission: AdmissionControl? = nil
     ) throws {
+        self.governor = admission?.governor
         var tls = tls
         tls.applicationProtocols = ["h2", "http/1.1"]
         self.sslContext = try NIOSSLContext(configuration: tls)
@@ -195,6 +198,12 @@ struct RESTChannel: ServerChildChannel {
         try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: timeout))
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.pipeline.syncOperations.addHandler(IdleCloser())
+        if let governor {
+            let id = ObjectIdentifier(channel)
+            let limit = governor.register(bound, id: id)
+            if limit != maxConcurrentStreams { handler.announce(maxConcurrentStreams: limit) }
+            channel.closeFuture.whenComplete { _ in governor.unregister(id) }
+        }
     }
 
     /// One request through the router, as Hummingbird's application does it (a router error becomes its response,
