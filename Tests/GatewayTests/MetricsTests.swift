@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Engine
 import Foundation
+import GRDB
 import Gateway
 import NIOCore
 import Testing
@@ -123,6 +124,50 @@ struct MetricsTests {
             #expect(own.json["scheduler"] == nil || own.json["scheduler"] is NSNull)
             #expect(try await broker.send(.GET, "/v1/admin/inspect").status == 403)  // alice is no admin
             #expect(try await broker.send(.GET, "/t/globex/v1/admin/inspect", user: "root").status == 401)
+        }
+    }
+
+    @Test("A failing dispatch shows in /inspect and in the metrics while it lasts, and recovers")
+    func schedulerFailing() async throws {
+        try await TestBroker.run(
+            scheduler: SchedulerConfiguration(pollInterval: .milliseconds(100)),
+            adminToken: "t0ken",
+            busyTimeout: .zero
+        ) { broker in
+            // A reminder due in a second: firing it is a write the held lock below refuses.
+            let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(1))
+            let created = try await broker.send(
+                .POST,
+                "/v1/impulses/acme-3",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"remindAt": "\#(at)"}"#
+            )
+            #expect(created.status == 201)
+            var unsafe = Configuration()
+            unsafe.allowsUnsafeTransactions = true
+            let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
+            try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            var view: [String: Any] = [:]
+            let failing = try await eventually(seconds: 20) {
+                view = try await admin(broker, "/inspect", token: "t0ken").json
+                return (view["scheduler"] as? [String: Any])?["failing"] != nil
+            }
+            #expect(failing, "\(view)")
+            let shown = (view["scheduler"] as? [String: Any])?["failing"] as? [String: Any]
+            #expect((shown?["consecutiveFailures"] as? Int ?? 0) >= 1)
+            #expect(shown?["since"] is String)
+            let metrics = try await admin(broker, "/metrics", token: "t0ken").text
+            #expect(
+                metrics.split(separator: "\n").contains { $0.hasPrefix("broker_scheduler_failing 1") },
+                "\(metrics)"
+            )
+            #expect(metrics.contains("broker_scheduler_failures_total"))
+            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            let recovered = try await eventually(seconds: 40) {
+                view = try await admin(broker, "/inspect", token: "t0ken").json
+                return (view["scheduler"] as? [String: Any]).map { $0["failing"] == nil } ?? false
+            }
+            #expect(recovered, "\(view)")
         }
     }
 }
