@@ -29,13 +29,13 @@ public struct LedgerPage: Sendable {
 /// Assignments are written before anything is pushed; fetched and read marks go through group commit.
 /// Hot reads (the first page, the unread count) are answered from the shard's memory.
 public final class DeliveryLedger: Sendable {
-    private let store: any BrokerStore
+    private let store: any DeliveryLedgerStore
     private let shards: [LedgerShard]
     private let writer: MarkWriter
     private let metrics: BrokerMetrics
 
     public init(
-        store: any BrokerStore,
+        store: any DeliveryLedgerStore,
         configuration: LedgerConfiguration = .init(),
         metrics: BrokerMetrics = .disabled,
         logger: Logger? = nil

@@ -11,7 +11,7 @@ actor LedgerShard {
         var user: UserID
     }
 
-    private let store: any BrokerStore
+    private let store: any LedgerStore & CatalogStore
     private let writer: MarkWriter
     private let configuration: LedgerConfiguration
     private var users: [Key: UserLedger] = [:]
@@ -20,7 +20,7 @@ actor LedgerShard {
     private var generation: [Key: UInt64] = [:]
     private var useCounter: UInt64 = 0
 
-    init(store: any BrokerStore, writer: MarkWriter, configuration: LedgerConfiguration) {
+    init(store: any LedgerStore & CatalogStore, writer: MarkWriter, configuration: LedgerConfiguration) {
         self.store = store
         self.writer = writer
         self.configuration = configuration

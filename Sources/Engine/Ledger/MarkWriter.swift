@@ -8,7 +8,7 @@ import Synchronization
 /// Every pending entry is a suspended caller (a request in flight), so the queue is bounded by the
 /// server's admission limits, not by this type.
 actor MarkWriter {
-    private let store: any BrokerStore
+    private let store: any LedgerStore
     private let maximumBatch: Int
     private let metrics: BrokerMetrics
     private var pending:
@@ -31,7 +31,7 @@ actor MarkWriter {
     private let logger: Logger?
 
     init(
-        store: any BrokerStore,
+        store: any LedgerStore,
         maximumBatch: Int = 2048,
         maximumBacklog: Int = 20_000,
         maximumLag: Duration = .milliseconds(250),

@@ -10,11 +10,11 @@ final class CatalogCache: Sendable {
         var loadedAt: ContinuousClock.Instant
     }
 
-    private let store: any BrokerStore
+    private let store: any CatalogStore & TenantStore
     private let ttl: Duration
     private let entries = Mutex<[TenantID: Entry]>([:])
 
-    init(store: any BrokerStore, ttl: Duration = .seconds(60)) {
+    init(store: any CatalogStore & TenantStore, ttl: Duration = .seconds(60)) {
         self.store = store
         self.ttl = ttl
     }

@@ -10,7 +10,7 @@ import Synchronization
 /// scheduler's burst) is slowed to what APNs accepts and memory stays bounded. Workers take tenants in turn, so
 /// one tenant's backlog does not starve another, and a tenant whose credentials APNs rejects is paused alone.
 public actor PushGateway {
-    private let store: any BrokerStore
+    private let store: any PushGatewayStore
     private let ledger: DeliveryLedger
     private let registry: TokenRegistry
     private let transport: any PushTransport
@@ -42,7 +42,7 @@ public actor PushGateway {
     public private(set) var statistics = PushStatistics()
 
     public init(
-        store: any BrokerStore,
+        store: any PushGatewayStore,
         ledger: DeliveryLedger,
         registry: TokenRegistry,
         transport: any PushTransport,

@@ -6,11 +6,11 @@ import Logging
 /// Registration is atomic in the store (the token moves from its previous owner in the same transaction),
 /// so the invariant holds across processes and nodes; the actor orders this process's changes and logs them.
 public actor TokenRegistry {
-    private let store: any BrokerStore
+    private let store: any DeviceStore
     private let logger: Logger
     private let metrics: BrokerMetrics
 
-    public init(store: any BrokerStore, logger: Logger, metrics: BrokerMetrics = .disabled) {
+    public init(store: any DeviceStore, logger: Logger, metrics: BrokerMetrics = .disabled) {
         self.store = store
         self.logger = logger
         self.metrics = metrics

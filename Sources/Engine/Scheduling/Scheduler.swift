@@ -11,7 +11,7 @@ import Synchronization
 /// Backpressure: `enqueue` suspends while the tenant's push queue is full, so the scheduler reads the index
 /// only as fast as APNs takes pushes, and memory holds one batch.
 public actor Scheduler {
-    private let store: any BrokerStore
+    private let store: any SchedulerStore
     private let ledger: DeliveryLedger
     private let gateway: PushGateway?
     private let configuration: SchedulerConfiguration
@@ -27,7 +27,7 @@ public actor Scheduler {
     private let health = Mutex(SchedulerHealth())
 
     public init(
-        store: any BrokerStore,
+        store: any SchedulerStore,
         ledger: DeliveryLedger,
         gateway: PushGateway?,
         configuration: SchedulerConfiguration = .init(),

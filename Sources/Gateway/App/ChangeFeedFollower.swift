@@ -9,7 +9,7 @@ import ServiceLifecycle
 /// Writes by this process update its caches directly; the feed brings those of admin commands and other
 /// nodes, within one `interval`.
 struct ChangeFeedFollower: Service {
-    let store: any BrokerStore
+    let store: any ChangeFeedStore & DeviceStore
     let authenticator: Authenticator
     let ledger: DeliveryLedger
     let scheduler: Scheduler?

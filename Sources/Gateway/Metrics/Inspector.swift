@@ -3,7 +3,7 @@ import Foundation
 
 /// The live state of the actors, as `/inspect` shows it (and, for one tenant, `GET /v1/admin/inspect`).
 public struct Inspector: Sendable {
-    let store: any BrokerStore
+    let store: any ChangeFeedStore & TenantStore
     let gateway: PushGateway?
     let transport: APNsPushTransport?
     let scheduler: Scheduler?

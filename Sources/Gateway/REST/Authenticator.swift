@@ -8,7 +8,7 @@ import Synchronization
 
 /// HTTP Basic authentication against bcrypt hashes, with a short-lived cache of verified credentials.
 public final class Authenticator: Sendable {
-    private let store: any BrokerStore
+    private let store: any UserStore
     private let cache: CredentialCache
     private let realm: String
     /// Verified when the username is unknown, so that a wrong username costs as long as a wrong password: made at
@@ -20,11 +20,11 @@ public final class Authenticator: Sendable {
     private let throttle: Mutex<LoginThrottle>
     private let failureDelay: Duration
 
-    public convenience init(store: any BrokerStore, cacheTTL: Duration, realm: String = "Impulse Broker") {
+    public convenience init(store: any UserStore, cacheTTL: Duration, realm: String = "Impulse Broker") {
         self.init(store: store, configuration: RESTConfiguration(credentialCacheTTL: cacheTTL), realm: realm)
     }
 
-    public init(store: any BrokerStore, configuration: RESTConfiguration, realm: String = "Impulse Broker") {
+    public init(store: any UserStore, configuration: RESTConfiguration, realm: String = "Impulse Broker") {
         self.store = store
         self.cache = CredentialCache(ttl: configuration.credentialCacheTTL)
         self.realm = realm

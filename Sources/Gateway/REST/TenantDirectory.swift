@@ -12,13 +12,13 @@ public final class TenantDirectory: Sendable {
         var unknown: [String: ContinuousClock.Instant] = [:]
     }
 
-    private let store: any BrokerStore
+    private let store: any TenantStore
     private let state = Mutex(State())
     private let negativeTTL: Duration
     /// Serves the original, unprefixed paths.
     public let defaultTenant: TenantID?
 
-    public init(store: any BrokerStore, defaultTenant: TenantID?, negativeTTL: Duration = .seconds(5)) {
+    public init(store: any TenantStore, defaultTenant: TenantID?, negativeTTL: Duration = .seconds(5)) {
         self.store = store
         self.defaultTenant = defaultTenant
         self.negativeTTL = negativeTTL

@@ -1,0 +1,36 @@
+import Foundation
+
+/// Device tokens and their one owner: the token registry's port.
+public protocol DeviceStore: Sendable {
+    /// Makes `device.owner` the one owner of the token within its tenant and topic, atomically.
+    func registerDevice(_ device: Device) async throws -> DeviceRegistration
+    /// ``registerDevice(_:)`` for many devices in one transaction: all or none.
+    func registerDevices(_ devices: [Device]) async throws -> [DeviceRegistration]
+    /// Removes the token if `owner` owns it. Returns whether a row was removed.
+    func unregisterDevice(tenant: TenantID, topic: String, token: DeviceToken, owner: UserID) async throws -> Bool
+    func devices(tenant: TenantID, owner: UserID) async throws -> [Device]
+    func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device?
+    /// APNs' verdicts on several tokens of one tenant in one transaction; whether each changed a device. A removal
+    /// marks the device gone: no read sees it from then on, and ``purgeRemovedDevices(before:)`` deletes it.
+    func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool]
+    /// Deletes the devices that verdicts marked gone before `date` (they are invisible already); returns how many.
+    func purgeRemovedDevices(before date: Date) async throws -> Int
+}
+
+/// What APNs' answer means for a device token.
+public struct TokenVerdict: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Malformed or of the other environment: no pushes until it is registered again.
+        case quarantine(at: Date)
+        /// Removed if registered before the date (`.distantFuture`: whatever its registration time).
+        case remove(registeredBefore: Date)
+    }
+
+    public var token: DeviceToken
+    public var kind: Kind
+
+    public init(token: DeviceToken, kind: Kind) {
+        self.token = token
+        self.kind = kind
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// The due index and the day's decisions: the scheduler's port.
+public protocol ScheduleStore: Sendable {
+    /// Rows of the due index whose fire time is not after `now`, earliest first, at most `limit`: the only way
+    /// the scheduler finds work, so its cost follows what is due, not the user count.
+    /// With `after`, only rows after that one in (fire time, user) order: the next batch can be read while the
+    /// previous one is still being committed.
+    func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry]
+    /// One user's row of the due index (for inspection and tests).
+    func scheduleEntry(tenant: TenantID, user: UserID) async throws -> ScheduleEntry?
+    /// The earliest fire time of any row or reminder.
+    func nextFireTime() async throws -> Date?
+    /// What each user had since `since` and how far they are in each series.
+    func selectionHistories(tenant: TenantID, users: [UserID], since: Date) async throws -> [UserID: SelectionHistory]
+    /// Applies a batch of decisions in one transaction: records the day's deliveries (a (user, local date) that
+    /// already has one is not recorded again) and moves each row whose fire time is still the one decided on.
+    /// Returns the deliveries that were recorded.
+    func commitSchedules(_ updates: [ScheduleUpdate]) async throws -> [Delivery]
+    /// Deliveries waiting for the push gateway, assigned since `assignedAfter`, by id, after `after`.
+    func unsettledDeliveries(assignedAfter: Date, after: DeliveryID?, limit: Int) async throws -> [Delivery]
+}
+
+/// A position in the due index's (fire time, user) order.
+public struct ScheduleCursor: Sendable, Equatable {
+    public var fireAt: Date
+    public var user: UserID
+
+    public init(fireAt: Date, user: UserID) {
+        self.fireAt = fireAt
+        self.user = user
+    }
+}
+
+extension ScheduleStore {
+    public func dueSchedules(notAfter now: Date, limit: Int) async throws -> [ScheduleEntry] {
+        try await dueSchedules(notAfter: now, after: nil, limit: limit)
+    }
+}
+
+/// What the scheduler reads and writes: the due index, reminders, the catalog and tenants to decide with, and
+/// the push targets it reads ahead for the gateway.
+public typealias SchedulerStore = ScheduleStore & ReminderStore & CatalogStore & TenantStore & PushTargetStore

@@ -1,0 +1,13 @@
+import Foundation
+
+/// The store's change feed: writes that caches in other processes (admin commands, other nodes) must see.
+public protocol ChangeFeedStore: Sendable {
+    /// Identifies this process in the change feed, so that it can skip its own changes.
+    var nodeID: String { get }
+    /// Changes that other processes' caches must see (credentials, catalog, ledger), oldest first, at most `limit`.
+    func changes(after sequence: Int64, limit: Int) async throws -> [StoreChange]
+    /// The newest change's sequence (0 when there is none).
+    func latestChangeSequence() async throws -> Int64
+    /// Forgets changes older than `date`; returns how many.
+    func pruneChanges(before date: Date) async throws -> Int
+}
