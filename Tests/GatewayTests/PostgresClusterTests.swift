@@ -27,8 +27,14 @@ struct PostgresClusterTests {
             group.addTask { await client.run() }
             let table = "probe_\(UInt32.random(in: 0...UInt32.max))"
             try await client.withTransaction(logger: Logger(label: "postgres-test")) { connection in
-                try await connection.query("CREATE TEMPORARY TABLE \(unescaped: table) (n INT)", logger: connection.logger)
-                try await connection.query("INSERT INTO \(unescaped: table) VALUES (\(41 + 1))", logger: connection.logger)
+                try await connection.query(
+                    "CREATE TEMPORARY TABLE \(unescaped: table) (n INT)",
+                    logger: connection.logger
+                )
+                try await connection.query(
+                    "INSERT INTO \(unescaped: table) VALUES (\(41 + 1))",
+                    logger: connection.logger
+                )
                 let rows = try await connection.query("SELECT n FROM \(unescaped: table)", logger: connection.logger)
                 var values: [Int] = []
                 for try await n in rows.decode(Int.self) { values.append(n) }
