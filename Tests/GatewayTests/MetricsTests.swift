@@ -135,13 +135,7 @@ struct MetricsTests {
             busyTimeout: .zero
         ) { broker in
             // A reminder due in a second: firing it is a write the held lock below refuses.
-            let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(1))
-            let created = try await broker.send(
-                .POST,
-                "/v1/impulses/acme-3",
-                headers: [("Content-Type", "application/json")],
-                body: #"{"remindAt": "\#(at)"}"#
-            )
+            let created = try await broker.remind("acme-3", in: 1)
             #expect(created.status == 201)
             var unsafe = Configuration()
             unsafe.allowsUnsafeTransactions = true

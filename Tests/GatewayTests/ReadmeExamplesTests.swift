@@ -84,9 +84,11 @@ struct ReadmeExamplesTests {
         let examples = Self.examples(Self.readme)
         #expect(examples.count >= 7, "\(examples)")
         let data = TestBroker.temporaryDirectory()
-        let demo = try RunningBroker([
-            "demo", "--users", "0", "--listen", "127.0.0.1:0", "--data-dir", data + "/demo",
-        ])
+        // The operator listener on a free port: its default, 9090, is another test's demo's while they run at once.
+        let demo = try RunningBroker(
+            ["demo", "--users", "0", "--listen", "127.0.0.1:0", "--data-dir", data + "/demo"],
+            environment: ["BROKER_ADMIN_LISTEN": "127.0.0.1:0"]
+        )
         defer { _ = demo.stop() }
         let simulator = try RunningBroker([
             "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--log-level", "error",

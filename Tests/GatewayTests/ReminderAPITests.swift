@@ -15,13 +15,7 @@ struct ReminderAPITests {
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "iPhone"}"#
             )
             #expect(registered.status == 200 || registered.status == 204)
-            let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(1))
-            let created = try await broker.send(
-                .POST,
-                "/v1/impulses/acme-3",
-                headers: [("Content-Type", "application/json")],
-                body: #"{"remindAt": "\#(at)"}"#
-            )
+            let created = try await broker.remind("acme-3", in: 1)
             #expect(created.status == 201)
             #expect(created.json["workingID"] as? String == "acme-3")
             let id = try #require(created.json["id"] as? Int)

@@ -84,13 +84,7 @@ struct SmallDefectTests {
     @Test("A new reminder's Location answers GET and HEAD while it is pending, 404 once cancelled")
     func reminderLocation() async throws {
         try await TestBroker.run { broker in
-            let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
-            let created = try await broker.send(
-                .POST,
-                "/v1/impulses/acme-3",
-                headers: [("Content-Type", "application/json")],
-                body: #"{"remindAt": "\#(at)"}"#
-            )
+            let created = try await broker.remind("acme-3", in: 3600)
             #expect(created.status == 201)
             let location = try #require(created.headers.first(name: "Location"))
             let shown = try await broker.send(.GET, location)

@@ -244,6 +244,19 @@ struct TestBroker: Sendable {
     }
 }
 
+extension TestBroker {
+    /// Asks for a reminder of `impulse` (as alice) `seconds` from now.
+    func remind(_ impulse: String, in seconds: Double) async throws -> Reply {
+        let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(seconds))
+        return try await send(
+            .POST,
+            "/v1/impulses/\(impulse)",
+            headers: [("Content-Type", "application/json")],
+            body: #"{"remindAt": "\#(at)"}"#
+        )
+    }
+}
+
 /// Waits for a condition that depends on a background service (the change feed), up to `seconds`.
 /// 20 by default: the whole suite runs in parallel on two cores, where tests that take 0.2 s alone took 3-8 s and
 /// a 5-second window failed twice in about 60 runs.

@@ -60,6 +60,11 @@ actor MarkWriter {
         while backlog >= maximumBacklog || oldestSubmitted.map({ $0.duration(to: .now) > maximumLag }) == true {
             await withCheckedContinuation { backlogWaiters.append($0) }
         }
+        enqueue(marks)
+    }
+
+    /// Queues marks nobody waits for: they count towards the backlog and the lag bound.
+    private func enqueue(_ marks: [DeliveryMark]) {
         guard !marks.isEmpty else { return }
         backlog += marks.count
         let now = ContinuousClock.now
@@ -88,12 +93,7 @@ actor MarkWriter {
             }
             return box.marks
         }
-        guard !marks.isEmpty else { return }
-        backlog += marks.count
-        let now = ContinuousClock.now
-        if oldestSubmitted == nil { oldestSubmitted = now }
-        pending.append((marks, nil, now))
-        startFlushing()
+        enqueue(marks)
     }
 
     /// Returns once every mark queued so far has been written (or failed).

@@ -1,7 +1,6 @@
 import DequeModule
 import Foundation
 import Logging
-import Synchronization
 
 /// Takes deliveries, pushes them to every device of their user, and reports each outcome to the ledger and the
 /// token registry.
@@ -12,11 +11,11 @@ import Synchronization
 public actor PushGateway {
     private let store: any PushGatewayStore
     private let ledger: DeliveryLedger
-    private let registry: TokenRegistry
-    private let transport: any PushTransport
-    private let configuration: PushGatewayConfiguration
-    private let logger: Logger
-    private let metrics: BrokerMetrics
+    let registry: TokenRegistry
+    let transport: any PushTransport
+    let configuration: PushGatewayConfiguration
+    let logger: Logger
+    let metrics: BrokerMetrics
     /// Tenants and impulses read once a minute, not once per push.
     private let catalog: CatalogCache
 
@@ -210,7 +209,7 @@ public actor PushGateway {
         if requeued.isEmpty || requeued.remove(delivery) == nil { pending.remove(delivery) }
     }
 
-    private func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {
+    func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {
         if paused[tenant] == nil {
             logger.error(
                 "APNs rejected the tenant's credentials; its pushes are paused",
@@ -226,7 +225,7 @@ public actor PushGateway {
         requeued.insert(delivery.id)
     }
 
-    private func count(_ update: (inout PushStatistics) -> Void) {
+    func count(_ update: (inout PushStatistics) -> Void) {
         update(&statistics)
     }
 
@@ -420,13 +419,13 @@ public actor PushGateway {
             metrics.dispatchLag(tenant: tenantID, seconds: lags)
             await add(counts)
             // The marks already queued as their answers came keep their apns-id; only the shards learn of them here.
-            let recorded = early.all
-            if !recorded.byDelivery.isEmpty {
+            let recorded = early.byDelivery
+            if !recorded.isEmpty {
                 for index in marks.indices {
-                    if let apnsID = recorded.byDelivery[marks[index].delivery] { marks[index].apnsID = apnsID }
+                    if let apnsID = recorded[marks[index].delivery] { marks[index].apnsID = apnsID }
                 }
             }
-            try await ledger.record(marks, at: settledAt, written: Set(recorded.byDelivery.keys))
+            try await ledger.record(marks, at: settledAt, written: Set(recorded.keys))
         } catch is CancellationError {
             // Shutting down: the deliveries stay unsettled and are pushed at the next start.
         } catch {
@@ -436,97 +435,4 @@ public actor PushGateway {
             )
         }
     }
-
-    private nonisolated func metadata(_ push: OutboundPush, reason: String? = nil) -> Logger.Metadata {
-        var metadata: Logger.Metadata = [
-            "tenant.id": "\(push.tenant)", "delivery.id": "\(push.delivery)", "device.token": "\(push.device.token)",
-        ]
-        if let reason { metadata["apns.reason"] = "\(reason)" }
-        return metadata
-    }
-
-    /// How one device's push ended.
-    private enum DeviceOutcome {
-        case accepted(apnsID: String)
-        case finished
-        /// Transient failures outlasted the retries: the delivery stays unsettled for a later attempt.
-        case deferred
-        case tenantStopped
-    }
-
-    /// Goes on from the first answer (already counted in the metrics) until the policy says stop.
-    private nonisolated func send(
-        _ push: OutboundPush,
-        tenant: Tenant,
-        delivery: Delivery,
-        first: PushResult
-    ) async throws -> DeviceOutcome {
-        var attempt = 0
-        var next: PushResult? = first
-        while true {
-            attempt += 1
-            let result: PushResult
-            if let given = next {
-                result = given
-                next = nil
-            } else {
-                let started = ContinuousClock.now
-                result = await transport.send(push)
-                metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
-            }
-            let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
-            var reason: String?
-            if case .rejected(let status, let rejection, _) = result {
-                reason = rejection
-                await count { $0.rejected["\(status) \(rejection)", default: 0] += 1 }
-            }
-            if case .transportFailure = result { await count { $0.transportFailures += 1 } }
-            switch action {
-            case .delivered:
-                await count { $0.accepted += 1 }
-                if case .accepted(let apnsID) = result { return .accepted(apnsID: apnsID) }
-                return .finished
-            case .retry(let backoff, _):
-                await count { $0.retried += 1 }
-                try await Task.sleep(for: backoff)
-            case .renewProviderTokenAndRetry:
-                await transport.renewCredentials(tenant: tenant.id)
-            case .drop(let alert):
-                if alert { logger.warning("push dropped", metadata: metadata(push, reason: reason)) }
-                return .finished
-            case .deferred:
-                await count { $0.deferred += 1 }
-                logger.warning(
-                    "push deferred: APNs kept failing; it is tried again later",
-                    metadata: metadata(push, reason: reason)
-                )
-                return .deferred
-            case .quarantineToken, .removeTokenForTopic, .removeTokenIfRegisteredBefore:
-                if let verdict = action.verdict(on: push.device.token) {
-                    let changed = try await registry.apply(tenant: tenant, [verdict]).first ?? false
-                    await count { $0.count(verdict, changed: changed) }
-                }
-                return .finished
-            case .stopTenant(let reason):
-                await pause(tenant.id, reason: reason, requeue: delivery)
-                return .tenantStopped
-            }
-        }
-    }
-}
-
-/// The pushed marks a batch recorded as their answers came: the first accepted device of each job claims it.
-final class EarlyMarks: Sendable {
-    private let state = Mutex<(jobs: Set<Int>, byDelivery: [DeliveryID: String])>(([], [:]))
-
-    /// Whether this acceptance is the job's first (then the caller records it, under this apns-id).
-    func claim(_ job: Int, delivery: DeliveryID, _ apnsID: String) -> Bool {
-        state.withLock { state in
-            guard state.jobs.insert(job).inserted else { return false }
-            state.byDelivery[delivery] = apnsID
-            return true
-        }
-    }
-
-    var all: (jobs: Set<Int>, byDelivery: [DeliveryID: String]) { state.withLock { $0 } }
 }

@@ -83,18 +83,17 @@ public actor Scheduler {
                 cursor = nil
                 failed(error)
             }
+            // A full batch: read on while it commits (unless something failed).
+            if processed >= configuration.batchSize, !passFailed { continue }
+            // The end of a pass over the due rows, or a failure: let the last batch land first.
+            await settlePipeline()
             if passFailed {
-                // A failed read or commit: the rows are still due. Wait for the batch in flight, then back off.
-                await settlePipeline()
+                // A failed read or commit: the rows are still due. Back off before reading them again.
                 passFailed = false
                 let pause = streak.backoff(jitter: Double.random(in: 0.5...1.5))
                 do { try await Task.sleep(for: pause) } catch { return }
                 continue
             }
-            guard processed < configuration.batchSize else { continue }
-            // The end of a pass over the due rows: let the last batch land before reading from the start again.
-            await settlePipeline()
-            if passFailed { continue }
             cursor = nil
             var pause = configuration.pollInterval
             if let next = try? await store.nextFireTime() {

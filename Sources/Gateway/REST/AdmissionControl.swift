@@ -128,14 +128,21 @@ final class AdmissionControl: Sendable {
         }
     }
 
-    static let overloadedBody = ByteBuffer(
-        string: #"{"detail":"the broker is at its limit of requests in progress; try again shortly","#
-            + #""status":503,"title":"Service Unavailable","type":"urn:impulse-broker:problem:overloaded"}"#
+    /// The two refusals, as the middleware throws them and (encoded once) as the HTTP/2 engine sends them.
+    static let overloaded = Problem.retryLater(
+        .serviceUnavailable,
+        "overloaded",
+        "the broker is at its limit of requests in progress; try again shortly",
+        after: .seconds(1)
     )
-    static let tenantFullBody = ByteBuffer(
-        string: #"{"detail":"your organisation's requests in progress are at their share of this node; try again "#
-            + #"shortly","status":429,"title":"Too Many Requests","type":"urn:impulse-broker:problem:tenant-over-share"}"#
+    static let tenantFull = Problem.retryLater(
+        .tooManyRequests,
+        "tenant-over-share",
+        "your organisation's requests in progress are at their share of this node; try again shortly",
+        after: .seconds(1)
     )
+    static let overloadedBody = (try? overloaded.body(instance: nil)) ?? ByteBuffer()
+    static let tenantFullBody = (try? tenantFull.body(instance: nil)) ?? ByteBuffer()
 
     /// The tenant a path addresses: the segment after `/t/`, or "" for the unprefixed default tenant's routes.
     static func tenant(ofPath path: String) -> String {
@@ -160,20 +167,8 @@ struct AdmissionMiddleware: RouterMiddleware {
         case .admitted:
             defer { control.release(tenant: tenant) }
             return try await next(request, context)
-        case .nodeFull:
-            throw Problem.retryLater(
-                .serviceUnavailable,
-                "overloaded",
-                "the broker is at its limit of requests in progress; try again shortly",
-                after: .seconds(1)
-            )
-        case .tenantFull:
-            throw Problem.retryLater(
-                .tooManyRequests,
-                "tenant-over-share",
-                "your organisation's requests in progress are at their share of this node; try again shortly",
-                after: .seconds(1)
-            )
+        case .nodeFull: throw AdmissionControl.overloaded
+        case .tenantFull: throw AdmissionControl.tenantFull
         }
     }
 }

@@ -51,9 +51,8 @@ enum ContentCoding: String, Sendable, Equatable {
         var output = Data(count: bound)
         let status = data.withUnsafeBytes { (input: UnsafeRawBufferPointer) -> Int32 in
             output.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Int32 in
-                stream.next_in = UnsafeMutablePointer(
-                    mutating: input.bindMemory(to: Bytef.self).baseAddress ?? UnsafePointer(bitPattern: 1)!
-                )
+                guard let source = input.bindMemory(to: Bytef.self).baseAddress else { return Z_BUF_ERROR }
+                stream.next_in = UnsafeMutablePointer(mutating: source)
                 stream.avail_in = uInt(input.count)
                 stream.next_out = out.bindMemory(to: Bytef.self).baseAddress
                 stream.avail_out = uInt(out.count)

@@ -21,20 +21,24 @@ public struct Problem: Error, HTTPResponseError, Sendable {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = self.headers
+        headers[.contentType] = "application/problem+json"
+        headers[.cacheControl] = "no-store"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: try body(instance: request.uri.path)))
+    }
+
+    /// The RFC 9457 body; without `instance` when there is none (answers encoded once for any request).
+    func body(instance: String?) throws -> ByteBuffer {
         let body = ProblemBody(
             type: "urn:impulse-broker:problem:\(code)",
             title: status.reasonPhrase,
             status: status.code,
             detail: detail,
-            instance: request.uri.path
+            instance: instance
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = try encoder.encode(body)
-        var headers = self.headers
-        headers[.contentType] = "application/problem+json"
-        headers[.cacheControl] = "no-store"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return ByteBuffer(bytes: try encoder.encode(body))
     }
 
     static func badRequest(_ detail: String, code: String = "invalid-request") -> Problem {
@@ -63,7 +67,7 @@ struct ProblemBody: Encodable {
     var title: String
     var status: Int
     var detail: String
-    var instance: String
+    var instance: String?
 }
 
 extension Problem {

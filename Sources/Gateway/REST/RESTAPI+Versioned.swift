@@ -197,16 +197,7 @@ extension RESTAPI {
         guard let folder = configuration.mediaDirectory else { return }
         let media = MediaFiles(folder: folder)
         router.get("/media/**") { request, context in try await media.respond(request, context: context) }
-        for method in RESTAPI.refusedMethods(allowing: [.get, .head]) {
-            router.on("/media/**", method: method) { request, _ -> Response in
-                throw Problem(
-                    .methodNotAllowed,
-                    "method-not-allowed",
-                    "\(request.method.rawValue) is not allowed here",
-                    headers: [.allow: "GET, HEAD"]
-                )
-            }
-        }
+        RESTAPI.refuseOtherMethods(router, "/media/**", allowing: [.get, .head])
     }
 }
 

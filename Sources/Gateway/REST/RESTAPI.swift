@@ -77,16 +77,7 @@ public struct RESTAPI: Sendable {
                 body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
             )
         }
-        for method in Self.refusedMethods(allowing: [.get, .head]) {
-            router.on("/health", method: method) { request, _ -> Response in
-                throw Problem(
-                    .methodNotAllowed,
-                    "method-not-allowed",
-                    "\(request.method.rawValue) is not allowed here",
-                    headers: [.allow: "GET, HEAD"]
-                )
-            }
-        }
+        Self.refuseOtherMethods(router, "/health", allowing: [.get, .head])
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)
         addMediaRoutes(router)
@@ -105,7 +96,6 @@ public struct RESTAPI: Sendable {
         if allowed.contains(.get) { allowed.insert(.head) }
         allowed.insert(.options)
         let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
-        let others = Self.refusedMethods(allowing: allowed)
         let deadline = RequestDeadline(limit: configuration.requestDeadline)
         for prefix in ["", "/t/:tenant"] {
             for (method, handler) in handlers {
@@ -134,23 +124,29 @@ public struct RESTAPI: Sendable {
             router.on(RouterPath(prefix + path), method: .options) { _, _ in
                 Response(status: .noContent, headers: [.allow: allow])
             }
-            for method in others {
-                router.on(RouterPath(prefix + path), method: method) { request, _ -> Response in
-                    throw Problem(
-                        .methodNotAllowed,
-                        "method-not-allowed",
-                        "\(request.method.rawValue) is not allowed here",
-                        headers: [.allow: allow]
-                    )
-                }
-            }
+            Self.refuseOtherMethods(router, RouterPath(prefix + path), allowing: allowed)
         }
     }
 
-    /// The methods a route answers 405 (with `Allow`) because it does not take them: every standard one but
-    /// those allowed and `OPTIONS` (answered with the list), `TRACE` and `CONNECT` included.
-    static func refusedMethods(allowing allowed: Set<HTTPRequest.Method>) -> [HTTPRequest.Method] {
-        [.get, .head, .post, .put, .delete, .patch, .trace, .connect].filter { !allowed.contains($0) }
+    /// Answers 405 with `Allow` (the allowed methods, sorted) to every standard method the route does not take,
+    /// `TRACE` and `CONNECT` included; `OPTIONS` is the route's own business.
+    static func refuseOtherMethods(
+        _ router: Router<BrokerRequestContext>,
+        _ path: RouterPath,
+        allowing allowed: Set<HTTPRequest.Method>
+    ) {
+        let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
+        let refused: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .trace, .connect]
+        for method in refused where !allowed.contains(method) {
+            router.on(path, method: method) { request, _ -> Response in
+                throw Problem(
+                    .methodNotAllowed,
+                    "method-not-allowed",
+                    "\(request.method.rawValue) is not allowed here",
+                    headers: [.allow: allow]
+                )
+            }
+        }
     }
 
     private func caller(_ request: Request, _ context: BrokerRequestContext, scheme: String) async throws -> Caller {

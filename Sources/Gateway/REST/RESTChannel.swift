@@ -39,10 +39,9 @@ struct RESTChannel: ServerChildChannel {
     let maxHeaderListSize: Int
     /// The listener's connections: at most so many, each with a deadline for its handshake and first request.
     let connections: ConnectionCounter
-    /// Requests in progress (node-wide); HTTP/2 requests are admitted or refused here, before they become tasks.
+    /// Requests in progress (node-wide); HTTP/2 requests are admitted or refused here, before they become tasks,
+    /// and its governor lowers every connection's stream limit while it is full.
     let admission: AdmissionControl?
-    /// Lowers every connection's stream limit while admission control is full.
-    let governor: StreamGovernor?
 
     init(
         tls: TLSConfiguration,
@@ -56,7 +55,6 @@ struct RESTChannel: ServerChildChannel {
         connectionLimits: ConnectionLimits = ConnectionLimits(),
         admission: AdmissionControl? = nil
     ) throws {
-        self.governor = admission?.governor
         var tls = tls
         tls.applicationProtocols = ["h2", "http/1.1"]
         self.sslContext = try NIOSSLContext(configuration: tls)
@@ -198,7 +196,7 @@ struct RESTChannel: ServerChildChannel {
         try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: timeout))
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.pipeline.syncOperations.addHandler(IdleCloser())
-        if let governor {
+        if let governor = admission?.governor {
             let id = ObjectIdentifier(channel)
             let limit = governor.register(bound, id: id)
             if limit != maxConcurrentStreams { handler.announce(maxConcurrentStreams: limit) }

@@ -12,7 +12,6 @@ final class StreamGovernor: Sendable {
     let normal: UInt32
     let throttled: UInt32
     private let state: Mutex<(limit: UInt32, connections: [ObjectIdentifier: NIOLoopBound<HTTP2ConnectionHandler>])>
-    private let changes = Mutex(0)
 
     init(normal: UInt32, throttled: UInt32) {
         self.normal = normal
@@ -20,8 +19,7 @@ final class StreamGovernor: Sendable {
         state = Mutex((limit: normal, connections: [:]))
     }
 
-    /// How often the limit changed (for tests and inspection).
-    var limitChanges: Int { changes.withLock { $0 } }
+    /// The limit connections are told now.
     var currentLimit: UInt32 { state.withLock { $0.limit } }
 
     /// Adds a connection; returns the limit to announce to it now (its SETTINGS start at `normal`).
@@ -44,7 +42,6 @@ final class StreamGovernor: Sendable {
             return Array(state.connections.values)
         }
         guard !connections.isEmpty else { return }
-        changes.withLock { $0 += 1 }
         for handler in connections {
             handler.eventLoop.execute { handler.value.announce(maxConcurrentStreams: limit) }
         }
