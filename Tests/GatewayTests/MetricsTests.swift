@@ -134,13 +134,17 @@ struct MetricsTests {
             adminToken: "t0ken",
             busyTimeout: .zero
         ) { broker in
-            // A reminder due in a second: firing it is a write the held lock below refuses.
-            let created = try await broker.remind("acme-3", in: 1)
+            // A reminder due in a few seconds (the timestamp is whole seconds, and the request itself takes time
+            // on a busy machine): firing it is a write the lock taken below refuses.
+            let created = try await broker.remind("acme-3", in: 5)
             #expect(created.status == 201)
             var unsafe = Configuration()
             unsafe.allowsUnsafeTransactions = true
             let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
             try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            let before = try await admin(broker, "/inspect", token: "t0ken").json
+            let fired = ((before["scheduler"] as? [String: Any])?["statistics"] as? [String: Any])?["remindersFired"]
+            try #require(fired as? Int == 0, "the reminder fired before the lock was taken: \(before)")
             var view: [String: Any] = [:]
             let failing = try await eventually(seconds: 20) {
                 view = try await admin(broker, "/inspect", token: "t0ken").json
