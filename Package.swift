@@ -49,6 +49,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, which GRDB links: the hot multi-row statements bind their values directly.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // The shared store of several nodes (issue 21): PostgreSQL through postgres-nio's pool, TLS by NIOSSL.
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -115,13 +118,22 @@ let package = Package(
             swiftSettings: swiftSettings,
             linkerSettings: executableLinkerSettings
         ),
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "EngineTests",
             dependencies: [
                 "Engine", "TestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -141,7 +153,6 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // The PostgreSQL store is being built (issue 21): for now the tests only reach the throwaway cluster.
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings

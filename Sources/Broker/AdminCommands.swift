@@ -5,12 +5,19 @@ import Gateway
 import Logging
 
 /// Opens the store for an admin command and turns Engine errors into a clear message and exit code.
-func withStore(_ common: CommonOptions, _ body: (SQLiteStore, BrokerSettings) async throws -> Void) async throws {
+func withStore(_ common: CommonOptions, _ body: (any BrokerStore, BrokerSettings) async throws -> Void) async throws {
     let settings = try BrokerSettings(options: common)
     let logger = bootstrapLogging(min(settings.logLevel, .warning))
     // The arguments parsed: what fails from here on is the command's work, reported without the usage text.
     do {
-        try await body(try await settings.openStore(logger: logger), settings)
+        let store = try await settings.openStore(logger: logger)
+        do {
+            try await body(store, settings)
+        } catch {
+            await store.close()
+            throw error
+        }
+        await store.close()
     } catch let error as EngineError {
         throw CommandFailure(error.message)
     } catch let error as ValidationError {

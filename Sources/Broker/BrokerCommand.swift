@@ -60,6 +60,12 @@ struct Serve: AsyncParsableCommand {
         ) { listener, port in
             logger.notice("listening", metadata: ["listener": "\(listener)", "port": "\(port)"])
         }
-        try await app.run()
+        do {
+            try await app.run()
+        } catch {
+            await store.close()
+            throw error
+        }
+        await store.close()
     }
 }

@@ -20,6 +20,7 @@ struct CommonOptions: ParsableArguments {
 struct ConfigFile: Decodable {
     var dataDirectory: String?
     var database: String?
+    var databasePasswordFile: String?
     var listen: String?
     var plainListen: String?
     var tlsCertificate: String?
@@ -54,7 +55,7 @@ struct ConfigFile: Decodable {
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
 struct BrokerSettings {
     var dataDirectory: String
-    var databasePath: String
+    var database: DatabaseSetting
     var listen: ListenAddress
     var plainListen: ListenAddress?
     var tlsCertificate: String?
@@ -101,7 +102,10 @@ struct BrokerSettings {
         }
         do throws(EngineError) {
             dataDirectory = pick(options.dataDir, "BROKER_DATA_DIR", file.dataDirectory) ?? "./data"
-            databasePath = pick(nil, "BROKER_DATABASE", file.database) ?? dataDirectory + "/broker.sqlite"
+            database = try DatabaseSetting(
+                pick(nil, "BROKER_DATABASE", file.database) ?? dataDirectory + "/broker.sqlite",
+                password: try Self.databasePassword(environment: environment, file: file)
+            )
             listen = try ListenAddress(parsing: pick(nil, "BROKER_LISTEN", file.listen) ?? "0.0.0.0:8443")
             plainListen = try pick(nil, "BROKER_PLAIN_LISTEN", file.plainListen).map { (text) throws(EngineError) in
                 try ListenAddress(parsing: text)
@@ -244,11 +248,18 @@ struct BrokerSettings {
         )
     }
 
-    /// Opens the store, creating the data directory on first use.
-    func openStore(logger: Logger, metrics: BrokerMetrics = .disabled) async throws -> SQLiteStore {
+    /// Opens the store, creating the data directory on first use: the SQLite file, or the PostgreSQL database
+    /// when `database` is a `postgres://` URL.
+    func openStore(logger: Logger, metrics: BrokerMetrics = .disabled) async throws -> any BrokerStore {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dataDirectory + "/media", withIntermediateDirectories: true)
-        return try await SQLiteStore(configuration: .init(path: databasePath), logger: logger, metrics: metrics)
+        switch database {
+        case .sqlite(let path):
+            return try await SQLiteStore(configuration: .init(path: path), logger: logger, metrics: metrics)
+        case .postgres(let configuration):
+            logger.info("opening the PostgreSQL store", metadata: ["database": "\(configuration.redacted)"])
+            return try await PostgresStore(configuration: configuration, logger: logger, metrics: metrics)
+        }
     }
 }
 

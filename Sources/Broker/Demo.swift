@@ -137,7 +137,7 @@ struct Demo: AsyncParsableCommand {
     }
 
     /// Creates whatever of the demo tenant is missing; never duplicates, never moves an existing user's time.
-    private func seed(_ store: SQLiteStore, settings: BrokerSettings) async throws -> Seeded {
+    private func seed(_ store: any BrokerStore, settings: BrokerSettings) async throws -> Seeded {
         let tenantID = try TenantID(Self.tenant)
         if try await store.tenant(tenantID) == nil {
             try await store.createTenant(

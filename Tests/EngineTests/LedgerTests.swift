@@ -21,9 +21,9 @@ struct LedgerTests {
         }
     }
 
-    @Test("Pages from memory equal pages from the store, across the hot-item boundary")
-    func pagesMatchStore() async throws {
-        let f = try await StoreFixture.make()
+    @Test("Pages from memory equal pages from the store, across the hot-item boundary", arguments: StoreKind.allCases)
+    func pagesMatchStore(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 2, hotItemsPerUser: 4))
         try await assignMany(f, ledger, count: 9, user: f.a)
         for (after, before, limit) in [
@@ -58,9 +58,9 @@ struct LedgerTests {
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 10)
     }
 
-    @Test("Concurrent read marks from many requests keep memory and store in agreement")
-    func concurrentReads() async throws {
-        let f = try await StoreFixture.make()
+    @Test("Concurrent read marks from many requests keep memory and store in agreement", arguments: StoreKind.allCases)
+    func concurrentReads(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 4, hotItemsPerUser: 3))
         try await assignMany(f, ledger, count: 6, user: f.a)
         try await assignMany(f, ledger, count: 6, user: f.b)
@@ -99,9 +99,12 @@ struct LedgerTests {
         }
     }
 
-    @Test("Push outcomes recorded without waiting reach the store by the time the ledger is flushed")
-    func outcomesWithoutWaiting() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Push outcomes recorded without waiting reach the store by the time the ledger is flushed",
+        arguments: StoreKind.allCases
+    )
+    func outcomesWithoutWaiting(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let recorded = try await f.store.recordDeliveries(
             try (1...300).map { (n: Int) in
                 NewDelivery(
@@ -142,9 +145,9 @@ struct LedgerTests {
         #expect(page.filter { $0.delivery.pushedAt != nil }.count == recorded.filter { $0.id.rawValue % 2 == 0 }.count)
     }
 
-    @Test("Memory holds at most the configured number of users per shard")
-    func bounded() async throws {
-        let f = try await StoreFixture.make()
+    @Test("Memory holds at most the configured number of users per shard", arguments: StoreKind.allCases)
+    func bounded(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let ledger = DeliveryLedger(
             store: f.store,
             configuration: .init(shardCount: 1, hotItemsPerUser: 2, cachedUsersPerShard: 10)
@@ -159,12 +162,15 @@ struct LedgerTests {
         #expect(await ledger.cachedUserCount() <= 10)
     }
 
-    @Test("A change from another process drops the user's hot state, so the next read sees it")
-    func invalidation() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A change from another process drops the user's hot state, so the next read sees it",
+        arguments: StoreKind.allCases
+    )
+    func invalidation(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let ledger = DeliveryLedger(store: f.store)
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 0)
-        let other = try await SQLiteStore(configuration: .init(path: f.path), logger: StoreFixture.logger)
+        let other = try await StoreFixture.open(kind, f.location)
         let recorded = try await other.recordDeliveries([
             NewDelivery(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"), kind: .manual, assignedAt: Date())
         ])
@@ -178,9 +184,12 @@ struct LedgerTests {
         )
     }
 
-    @Test("A user asked for under another tenant gets nothing, and the real pair is unaffected")
-    func tenantGuard() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A user asked for under another tenant gets nothing, and the real pair is unaffected",
+        arguments: StoreKind.allCases
+    )
+    func tenantGuard(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let ledger = DeliveryLedger(store: f.store)
         try await assignMany(f, ledger, count: 2, user: f.a)
         #expect(try await ledger.page(tenant: f.globex, user: f.a.id, limit: 5).items.isEmpty)
@@ -202,7 +211,7 @@ struct MarkWriterTests {
         let f = try await StoreFixture.make()
         // The writer's store waits for the lock below (as behind a long transaction) instead of failing.
         let store = try await SQLiteStore(
-            configuration: .init(path: f.path, busyTimeout: .seconds(20)),
+            configuration: .init(path: f.location, busyTimeout: .seconds(20)),
             logger: StoreFixture.logger
         )
         let writer = MarkWriter(store: store, maximumLag: .milliseconds(200))
@@ -211,7 +220,7 @@ struct MarkWriterTests {
         }
         var unsafe = Configuration()
         unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
-        let lock = try DatabaseQueue(path: f.path, configuration: unsafe)
+        let lock = try DatabaseQueue(path: f.location, configuration: unsafe)
         try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
         await writer.submit([mark(1)])  // queued; its commit waits for the lock
         try await Task.sleep(for: .milliseconds(400))

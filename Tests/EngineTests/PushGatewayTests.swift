@@ -112,9 +112,12 @@ struct PushGatewayTests {
         )
     }
 
-    @Test("Outcomes reach the ledger and the registry: pushed-at, quarantine, and 410 only for older tokens")
-    func outcomes() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Outcomes reach the ledger and the registry: pushed-at, quarantine, and 410 only for older tokens",
+        arguments: StoreKind.allCases
+    )
+    func outcomes(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await register(f, f.a, 1)  // accepted
         try await register(f, f.a, 2, at: 1000)  // 410 since 2000: registered before, removed
         try await register(f, f.b, 3, at: 3000)  // 410 since 2000: registered after, kept
@@ -170,9 +173,12 @@ struct PushGatewayTests {
         running.cancel()
     }
 
-    @Test("A full tenant queue suspends the producer; in-flight pushes stay within the worker count")
-    func backpressure() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A full tenant queue suspends the producer; in-flight pushes stay within the worker count",
+        arguments: StoreKind.allCases
+    )
+    func backpressure(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await register(f, f.a, 1)
         let transport = ScriptedTransport(delay: .milliseconds(20))
         let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 3, workers: 2))
@@ -194,9 +200,12 @@ struct PushGatewayTests {
         running.cancel()
     }
 
-    @Test("Deliveries enqueued together: duplicates ignored, each tenant's in its own queue, each pushed once")
-    func enqueueContentsOf() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Deliveries enqueued together: duplicates ignored, each tenant's in its own queue, each pushed once",
+        arguments: StoreKind.allCases
+    )
+    func enqueueContentsOf(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await register(f, f.a, 1)
         try await register(f, f.globexA, 2)
         let transport = ScriptedTransport()
@@ -223,9 +232,12 @@ struct PushGatewayTests {
         running.cancel()
     }
 
-    @Test("Deliveries enqueued together wait for room in a full tenant queue, and all go out")
-    func enqueueContentsOfWaitsForRoom() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Deliveries enqueued together wait for room in a full tenant queue, and all go out",
+        arguments: StoreKind.allCases
+    )
+    func enqueueContentsOfWaitsForRoom(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await register(f, f.a, 1)
         let transport = ScriptedTransport(delay: .milliseconds(10))
         let gateway = makeGateway(f, transport, .init(queueCapacityPerTenant: 3, workers: 2, batchSize: 1))
@@ -248,9 +260,12 @@ struct PushGatewayTests {
         running.cancel()
     }
 
-    @Test("An answered push gives its place back at once: slow answers hold their own places, not their batches'")
-    func slowAnswersHoldOnlyTheirPlaces() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "An answered push gives its place back at once: slow answers hold their own places, not their batches'",
+        arguments: StoreKind.allCases
+    )
+    func slowAnswersHoldOnlyTheirPlaces(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let slow = [
             f.a, try await f.store.createUser(try NewUser(tenant: f.acme, username: "slow", passwordHash: "x")),
         ]
@@ -278,9 +293,12 @@ struct PushGatewayTests {
         running.cancel()
     }
 
-    @Test("An accepted push is marked pushed in the store as its answer comes, not when its batch is done")
-    func pushedMarkPerAnswer() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "An accepted push is marked pushed in the store as its answer comes, not when its batch is done",
+        arguments: StoreKind.allCases
+    )
+    func pushedMarkPerAnswer(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await register(f, f.a, 1)
         try await register(f, f.b, 2)
         // b's push hangs; a's shares its batch and is answered at once.
@@ -312,9 +330,12 @@ struct PushGatewayTests {
         #expect(apnsIDs == "id-\(first.id.rawValue)")
     }
 
-    @Test("Dead tokens cost one answer each: no retries, no pause, every valid push goes out")
-    func deadTokensDoNotStall() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Dead tokens cost one answer each: no retries, no pause, every valid push goes out",
+        arguments: StoreKind.allCases
+    )
+    func deadTokensDoNotStall(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         var answers: [String: PushResult] = [:]
         var deliveries: [Delivery] = []
         for index in 0..<30 {
@@ -347,9 +368,9 @@ struct PushGatewayTests {
         running.cancel()
     }
 
-    @Test("A tenant configuration error pauses that tenant only")
-    func tenantPause() async throws {
-        let f = try await StoreFixture.make()
+    @Test("A tenant configuration error pauses that tenant only", arguments: StoreKind.allCases)
+    func tenantPause(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await register(f, f.a, 1)
         try await register(f, f.globexA, 9)
         try await register(f, f.globexA, 10)  // a second device must not queue the delivery twice

@@ -44,9 +44,12 @@ struct SchedulerTests {
             .map(\.delivery).filter { $0.kind == .scheduled }
     }
 
-    @Test("Each user gets one scheduled impulse per local day, recorded before its push; a restart pushes the rest")
-    func exactlyOnceAcrossRestart() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Each user gets one scheduled impulse per local day, recorded before its push; a restart pushes the rest",
+        arguments: StoreKind.allCases
+    )
+    func exactlyOnceAcrossRestart(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         try await setTime(f, f.a, zone: "UTC", time: "08:00")
         try await setTime(f, f.b, zone: "Asia/Tokyo", time: "08:00")  // 2026-11-22T23:00Z
         for (n, user) in [f.a, f.b, f.globexA].enumerated() {
@@ -118,7 +121,7 @@ struct SchedulerTests {
         // The broker's own store with no busy wait: a write meets the lock below and fails at once, as on a full
         // disk (reads still work).
         let store = try await SQLiteStore(
-            configuration: .init(path: f.path, busyTimeout: .zero),
+            configuration: .init(path: f.location, busyTimeout: .zero),
             logger: StoreFixture.logger
         )
         let now = Calendar(identifier: .gregorian).dateComponents(in: .gmt, from: Date())
@@ -137,7 +140,7 @@ struct SchedulerTests {
         )
         var unsafe = Configuration()
         unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
-        let lock = try DatabaseQueue(path: f.path, configuration: unsafe)
+        let lock = try DatabaseQueue(path: f.location, configuration: unsafe)
         try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
         let running = Task { await scheduler.run() }
         defer { running.cancel() }
@@ -166,9 +169,12 @@ struct SchedulerTests {
         #expect(messages.filter { $0 == "dispatch recovered" }.count == 1, "\(messages)")
     }
 
-    @Test("A reminder pushes the impulse once more at its time; pending reminders are bounded")
-    func reminders() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A reminder pushes the impulse once more at its time; pending reminders are bounded",
+        arguments: StoreKind.allCases
+    )
+    func reminders(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         _ = try await f.store.registerDevice(try f.device(f.a))
         let transport = ScriptedTransport()
         let (_, gateway, scheduler) = stack(f, transport: transport)
@@ -221,9 +227,12 @@ struct SchedulerTests {
         #expect(try await f.store.reminders(tenant: f.acme, user: f.a.id).map(\.impulse) == [try ImpulseID("two")])
     }
 
-    @Test("A preference change replans the row; a disabled user leaves the index until enabled again")
-    func replanAndPark() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A preference change replans the row; a disabled user leaves the index until enabled again",
+        arguments: StoreKind.allCases
+    )
+    func replanAndPark(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let (_, _, scheduler) = stack(f, transport: ScriptedTransport())
         let now = try utc("2026-11-23T05:00:00Z")
         try await setTime(f, f.a, zone: "UTC", time: "08:00")
@@ -256,7 +265,7 @@ struct DueIndexTests {
     func queryPlans() async throws {
         let f = try await StoreFixture.make()
         func plan(_ sql: String) async throws -> String {
-            try await f.store.read { db in
+            try await f.sqlite.read { db in
                 let placeholders = sql.filter { $0 == "?" }.count
                 return try Row.fetchAll(
                     db,
@@ -322,9 +331,12 @@ struct DueIndexTests {
 
 @Suite("Selection history")
 struct SelectionHistoryStoreTests {
-    @Test("Histories are read for a batch of users at once: recent impulses and series progress, per tenant")
-    func batch() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Histories are read for a batch of users at once: recent impulses and series progress, per tenant",
+        arguments: StoreKind.allCases
+    )
+    func batch(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let steps = try (1...3).map { (n: Int) in
             try Impulse(
                 tenant: f.acme,
@@ -404,9 +416,9 @@ struct SelectionHistoryStoreTests {
 
 @Suite("Push targets")
 struct PushTargetStoreTests {
-    @Test("Devices and unread counts for a batch of users, in their tenant only")
-    func batch() async throws {
-        let f = try await StoreFixture.make()
+    @Test("Devices and unread counts for a batch of users, in their tenant only", arguments: StoreKind.allCases)
+    func batch(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         _ = try await f.store.registerDevice(try f.device(f.a, token: String(repeating: "0a", count: 32)))
         _ = try await f.store.registerDevice(try f.device(f.a, token: String(repeating: "0b", count: 32)))
         _ = try await f.store.registerDevice(try f.device(f.globexA, token: String(repeating: "0c", count: 32)))

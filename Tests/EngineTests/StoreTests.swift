@@ -1,15 +1,25 @@
 import Foundation
 import GRDB
 import Logging
+import PostgresNIO
 import TestSupport
 import Testing
 
 @testable import Engine
 
-/// A fresh SQLite file with two tenants, each with users `a` and `b`, and two impulses.
+/// The stores every store test runs against: the embedded SQLite file and PostgreSQL.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
+/// A fresh store (a new SQLite file, or a new database on the test cluster) with two tenants, each with users `a`
+/// and `b`, and two impulses.
 struct StoreFixture {
-    let path: String
-    let store: SQLiteStore
+    let kind: StoreKind
+    /// The SQLite file's path or the PostgreSQL database's URL.
+    let location: String
+    let store: any BrokerStore
     let acme: TenantID
     let globex: TenantID
     let a: User
@@ -22,9 +32,22 @@ struct StoreFixture {
         return logger
     }()
 
-    static func make() async throws -> StoreFixture {
-        let path = TemporaryDirectories.make("engine-tests-") + "/broker.sqlite"
-        let store = try await SQLiteStore(configuration: .init(path: path), logger: logger)
+    /// A store on `location`, as a second process (another node) opens it.
+    static func open(_ kind: StoreKind, _ location: String) async throws -> any BrokerStore {
+        switch kind {
+        case .sqlite: try await SQLiteStore(configuration: .init(path: location), logger: logger)
+        case .postgres:
+            try await PostgresStore(configuration: try PostgresStoreConfiguration(url: location), logger: logger)
+        }
+    }
+
+    static func make(_ kind: StoreKind = .sqlite) async throws -> StoreFixture {
+        let location =
+            switch kind {
+            case .sqlite: TemporaryDirectories.make("engine-tests-") + "/broker.sqlite"
+            case .postgres: try await PostgresTestDatabases.make() + "?sslmode=disable&pool=4"
+            }
+        let store = try await open(kind, location)
         let acme = try TenantID("acme")
         let globex = try TenantID("globex")
         try await store.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "t"))
@@ -54,7 +77,46 @@ struct StoreFixture {
                 tenant: tenant
             )
         }
-        return StoreFixture(path: path, store: store, acme: acme, globex: globex, a: a, b: b, globexA: globexA)
+        return StoreFixture(
+            kind: kind,
+            location: location,
+            store: store,
+            acme: acme,
+            globex: globex,
+            a: a,
+            b: b,
+            globexA: globexA
+        )
+    }
+
+    /// The SQLite store, for the tests of what only it has.
+    var sqlite: SQLiteStore {
+        get throws { try #require(store as? SQLiteStore) }
+    }
+
+    /// The rows of a query written for both stores, every value as text (cast in the query: `CAST(x AS TEXT)`).
+    func texts(_ sql: String) async throws -> [[String?]] {
+        switch kind {
+        case .sqlite:
+            try await sqlite.read { db in
+                try Row.fetchAll(db, sql: sql).map { row in
+                    row.databaseValues.map { String.fromDatabaseValue($0) }
+                }
+            }
+        case .postgres:
+            try await (try #require(store as? PostgresStore)).read { connection in
+                var rows: [[String?]] = []
+                for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: Self.logger) {
+                    rows.append(try row.map { try $0.decode(String?.self) })
+                }
+                return rows
+            }
+        }
+    }
+
+    /// How many rows `table` holds, the ones no read of the store shows included.
+    func count(_ table: String) async throws -> Int {
+        Int(try await texts("SELECT CAST(COUNT(*) AS TEXT) FROM \(table)").first?.first?.flatMap { $0 } ?? "") ?? -1
     }
 
     func device(
@@ -74,19 +136,20 @@ struct StoreFixture {
     }
 }
 
-@Suite("SQLite store")
+@Suite("Stores: every test on SQLite and on PostgreSQL", .timeLimit(.minutes(2)))
 struct StoreTests {
-    @Test("Migrations run once; reopening the file keeps the data")
-    func reopen() async throws {
-        let fixture = try await StoreFixture.make()
-        let reopened = try await SQLiteStore(configuration: .init(path: fixture.path), logger: StoreFixture.logger)
+    @Test("Migrations run once; reopening the file keeps the data", arguments: StoreKind.allCases)
+    func reopen(_ kind: StoreKind) async throws {
+        let fixture = try await StoreFixture.make(kind)
+        let reopened = try await StoreFixture.open(kind, fixture.location)
+        if let postgres = reopened as? PostgresStore { #expect(try await postgres.schemaVersions() == [1]) }
         #expect(try await reopened.tenants().map(\.id) == [fixture.acme, fixture.globex])
         #expect(try await reopened.user(tenant: fixture.acme, username: "a")?.id == fixture.a.id)
     }
 
-    @Test("A token has one owner within a tenant and topic: registering moves it")
-    func tokenOwner() async throws {
-        let f = try await StoreFixture.make()
+    @Test("A token has one owner within a tenant and topic: registering moves it", arguments: StoreKind.allCases)
+    func tokenOwner(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         #expect(try await f.store.registerDevice(try f.device(f.a)) == .created)
         #expect(try await f.store.registerDevice(try f.device(f.a, at: 2000)) == .refreshed)
         #expect(try await f.store.registerDevice(try f.device(f.b)) == .moved(from: f.a.id))
@@ -102,9 +165,12 @@ struct StoreTests {
         #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).isEmpty)
     }
 
-    @Test("A token APNs removed leaves every read and push target, comes back as new, and is purged after its cutoff")
-    func removedTokens() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A token APNs removed leaves every read and push target, comes back as new, and is purged after its cutoff",
+        arguments: StoreKind.allCases
+    )
+    func removedTokens(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let kept = String(repeating: "cd", count: 32)
         #expect(try await f.store.registerDevice(try f.device(f.a)) == .created)
         #expect(try await f.store.registerDevice(try f.device(f.a, token: kept)) == .created)
@@ -126,9 +192,7 @@ struct StoreTests {
         #expect(try await f.store.devices(tenant: f.acme, owner: f.b.id).count == 1)
         #expect(try await f.store.applyTokenVerdicts(tenant: f.acme, topic: "t", [remove]) == [true])
         // The rows stay until the purge, which takes only those gone before its cutoff.
-        func rows() async throws -> Int {
-            try await f.store.pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM devices") ?? 0 }
-        }
+        func rows() async throws -> Int { try await f.count("devices") }
         #expect(try await rows() == 2)
         #expect(try await f.store.purgeRemovedDevices(before: Date().addingTimeInterval(-60)) == 0)
         #expect(try await rows() == 2)
@@ -137,9 +201,12 @@ struct StoreTests {
         #expect(try await f.store.devices(tenant: f.acme, owner: f.a.id).map(\.token.rawValue) == [kept])
     }
 
-    @Test("The purge of gone devices goes on past its 5,000-row transactions until none is left")
-    func purgeInChunks() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "The purge of gone devices goes on past its 5,000-row transactions until none is left",
+        arguments: StoreKind.allCases
+    )
+    func purgeInChunks(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let tokens = try (0..<5_001).map { try DeviceToken(String(format: "%064x", $0)) }
         let devices = try tokens.map {
             try Device(
@@ -156,21 +223,24 @@ struct StoreTests {
         let verdicts = tokens.map { TokenVerdict(token: $0, kind: .remove(registeredBefore: .distantFuture)) }
         #expect(try await f.store.applyTokenVerdicts(tenant: f.acme, topic: "t", verdicts).allSatisfy { $0 })
         #expect(try await f.store.purgeRemovedDevices(before: .distantFuture) == 5_001)
-        #expect(try await f.store.pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM devices") } == 0)
+        #expect(try await f.count("devices") == 0)
     }
 
-    @Test("A device cannot be registered for another tenant's user")
-    func crossTenantDevice() async throws {
-        let f = try await StoreFixture.make()
+    @Test("A device cannot be registered for another tenant's user", arguments: StoreKind.allCases)
+    func crossTenantDevice(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         var device = try f.device(f.globexA)
         device.tenant = f.acme
         await #expect(throws: EngineError.self) { try await f.store.registerDevice(device) }
         #expect(try await f.store.device(tenant: f.acme, topic: "t", token: device.token) == nil)
     }
 
-    @Test("One scheduled delivery per user and local date; manual ones repeat; other tenants' users are refused")
-    func deliveryKeys() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "One scheduled delivery per user and local date; manual ones repeat; other tenants' users are refused",
+        arguments: StoreKind.allCases
+    )
+    func deliveryKeys(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let one = try ImpulseID("one")
         let day = NewDelivery(
             tenant: f.acme,
@@ -194,9 +264,9 @@ struct StoreTests {
         #expect(try await f.store.unreadCount(tenant: f.globex, user: f.globexA.id) == 0)
     }
 
-    @Test("Marks never overwrite an earlier timestamp, and another tenant cannot mark")
-    func marks() async throws {
-        let f = try await StoreFixture.make()
+    @Test("Marks never overwrite an earlier timestamp, and another tenant cannot mark", arguments: StoreKind.allCases)
+    func marks(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let recorded = try await f.store.recordDeliveries([
             NewDelivery(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"), kind: .manual, assignedAt: Date())
         ])
@@ -236,7 +306,8 @@ struct StoreTests {
 
     /// A multi-row mark statement finds its rows by id, never by scanning `deliveries`.
     func expectSearchByID(_ f: StoreFixture, _ sql: String, parameters: Int) async throws {
-        let plan = try await f.store.read { db in
+        guard f.kind == .sqlite else { return }  // SQLite's statement only; PostgreSQL joins on the primary key
+        let plan = try await f.sqlite.read { db in
             try Row.fetchAll(
                 db,
                 sql: "EXPLAIN QUERY PLAN " + sql,
@@ -248,9 +319,12 @@ struct StoreTests {
         #expect(!plan.contains { $0.contains("SCAN deliveries") })
     }
 
-    @Test("Pushed marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
-    func pushedMarksInBulk() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Pushed marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark",
+        arguments: StoreKind.allCases
+    )
+    func pushedMarksInBulk(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let recorded = try await awaitingPush(f, 150)
         #expect(recorded.count == 150)
         let first = Date(timeIntervalSince1970: 2000)
@@ -272,13 +346,16 @@ struct StoreTests {
         for index in 140..<150 { marks[index].tenant = f.globex }
         #expect(marks.count > 2 * SQLiteStore.marksPerStatement)
         try await f.store.applyMarks(marks)
-        let rows = try await f.store.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, pushed_at, apns_id, settled_at FROM deliveries ORDER BY id").map {
-                (
-                    id: $0["id"] as Int64, pushedAt: $0["pushed_at"] as Double?, apnsID: $0["apns_id"] as String?,
-                    settledAt: $0["settled_at"] as Double?
-                )
-            }
+        let rows = try await f.texts(
+            """
+            SELECT CAST(id AS TEXT), CAST(pushed_at AS TEXT), apns_id, CAST(settled_at AS TEXT) FROM deliveries
+            ORDER BY deliveries.id
+            """
+        ).map {
+            (
+                id: Int64($0[0] ?? "") ?? -1, pushedAt: $0[1].flatMap(Double.init), apnsID: $0[2],
+                settledAt: $0[3].flatMap(Double.init)
+            )
         }
         #expect(rows.count == 150)
         for (index, (id, pushedAt, apnsID, settledAt)) in rows.enumerated() {
@@ -294,9 +371,12 @@ struct StoreTests {
         try await expectSearchByID(f, SQLiteStore.pushedMarksSQL, parameters: 4 * SQLiteStore.marksPerStatement)
     }
 
-    @Test("Settled marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark")
-    func settledMarksInBulk() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "Settled marks in full statements of 64 and in single rows: first mark wins, other tenants cannot mark",
+        arguments: StoreKind.allCases
+    )
+    func settledMarksInBulk(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let recorded = try await awaitingPush(f, 150)
         let first = Date(timeIntervalSince1970: 2000)
         // The first 40 are settled alone, so the bulk pass below must keep their time.
@@ -309,11 +389,9 @@ struct StoreTests {
         // Another tenant's marks for the last 10 are ignored; 150 marks make two full statements and 22 single rows.
         for index in 140..<150 { marks[index].tenant = f.globex }
         try await f.store.applyMarks(marks)
-        let rows = try await f.store.read { db in
-            try Row.fetchAll(db, sql: "SELECT settled_at, pushed_at FROM deliveries ORDER BY id").map {
-                (settledAt: $0["settled_at"] as Double?, pushedAt: $0["pushed_at"] as Double?)
-            }
-        }
+        let rows = try await f.texts(
+            "SELECT CAST(settled_at AS TEXT), CAST(pushed_at AS TEXT) FROM deliveries ORDER BY id"
+        ).map { (settledAt: $0[0].flatMap(Double.init), pushedAt: $0[1].flatMap(Double.init)) }
         #expect(rows.count == 150)
         #expect(rows.allSatisfy { $0.pushedAt == nil })
         #expect(rows.prefix(40).allSatisfy { $0.settledAt == 2000 })
@@ -322,9 +400,12 @@ struct StoreTests {
         try await expectSearchByID(f, SQLiteStore.settledMarksSQL, parameters: 3 * SQLiteStore.marksPerStatement)
     }
 
-    @Test("A batch commit moves only rows still at the fire time it read, records the day either way, logs one change")
-    func scheduleCommitCompareAndSet() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "A batch commit moves only rows still at the fire time it read, records the day either way, logs one change",
+        arguments: StoreKind.allCases
+    )
+    func scheduleCommitCompareAndSet(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let a = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
         let b = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.b.id))
         let start = try await f.store.latestChangeSequence()
@@ -373,12 +454,15 @@ struct StoreTests {
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.b.id) == 2)
     }
 
-    @Test("A batch of days committed many to a statement leaves the store as committing them one by one does")
-    func scheduleCommitInBulk() async throws {
+    @Test(
+        "A batch of days committed many to a statement leaves the store as committing them one by one does",
+        arguments: StoreKind.allCases
+    )
+    func scheduleCommitInBulk(_ kind: StoreKind) async throws {
         // Two stores with the same users; the same decisions, in one batch (chunks of 64 go through the
         // multi-row statements) and one update per batch (every one on the one-row statements).
-        let bulk = try await StoreFixture.make()
-        let single = try await StoreFixture.make()
+        let bulk = try await StoreFixture.make(kind)
+        let single = try await StoreFixture.make(kind)
         var created: [[User]] = [[], []]
         for (index, f) in [bulk, single].enumerated() {
             for n in 0..<150 {
@@ -448,18 +532,17 @@ struct StoreTests {
         #expect(strip(bulkRecorded) == strip(singleRecorded))
         #expect(bulkRecorded.map(\.id) == bulkRecorded.map(\.id).sorted())
         func contents(_ f: StoreFixture) async throws -> [String] {
-            try await f.store.read { db in
-                try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT 'd', user_id, tenant_id, impulse_id, kind, local_date, assigned_at, settled_at
-                        FROM deliveries
-                        UNION ALL
-                        SELECT 's', user_id, tenant_id, fire_at, local_date, last_date, NULL, NULL FROM schedules
-                        ORDER BY 1, 2, 7
-                        """
-                ).map { $0.description }
-            }
+            try await f.texts(
+                """
+                SELECT 'd', CAST(user_id AS TEXT), tenant_id, impulse_id, kind, local_date,
+                    CAST(assigned_at AS TEXT), CAST(settled_at AS TEXT)
+                FROM deliveries
+                UNION ALL
+                SELECT 's', CAST(user_id AS TEXT), tenant_id, CAST(fire_at AS TEXT), local_date, last_date, NULL, NULL
+                FROM schedules
+                ORDER BY 1, 2, 7
+                """
+            ).map { "\($0)" }
         }
         let bulkContents = try await contents(bulk)
         #expect(bulkContents == (try await contents(single)))
@@ -481,8 +564,8 @@ struct StoreTests {
 
     @Test("Values bound straight through SQLite land in their parameters in order; a wrong count runs nothing")
     func positionalBinding() async throws {
-        let fixture = try await StoreFixture.make()
-        let queue = try DatabaseQueue(path: fixture.path)
+        let fixture = try await StoreFixture.make(.sqlite)
+        let queue = try DatabaseQueue(path: fixture.location)
         try await queue.write { db in
             try db.execute(sql: "CREATE TABLE bound (a INTEGER, b TEXT, c REAL, d BLOB, e TEXT)")
             let insert = try db.cachedStatement(sql: "INSERT INTO bound VALUES (?, ?, ?, ?, ?)")
@@ -528,7 +611,7 @@ struct StoreTests {
     @Test("Life area scores read back as written; other stored text reads as the general parser reads it")
     func scoresDecoding() throws {
         let scores = try LifeAreaScores([0, 100, 5, 50, 99, 1, 10, 20, 30, 40, 60, 70])
-        #expect(try SQLiteStore.decodeScores(SQLiteStore.encodeScores(scores)) == scores)
+        #expect(try StoredForm.decodeScores(StoredForm.encodeScores(scores)) == scores)
         for text in [
             "1,2,3,4,5,6,7,8,9,10,11,12", ",1,,2,3,4,5,6,7,8,9,10,11,12,", "1, 2,3,4,5,6,7,8,9,10,11,12",
             "-1,2,3,4,5,6,7,8,9,10,11,12", "+1,2,3,4,5,6,7,8,9,10,11,12", "1,2,3,4,5,6,7,8,9,10,11",
@@ -536,13 +619,13 @@ struct StoreTests {
             "x,1,2,3,4,5,6,7,8,9,10,11,12", "", "0000000001,2,3,4,5,6,7,8,9,10,11,12",
         ] {
             let general = try? LifeAreaScores(text.split(separator: ",").compactMap { Int($0) })
-            #expect((try? SQLiteStore.decodeScores(text)) == general, "\(text)")
+            #expect((try? StoredForm.decodeScores(text)) == general, "\(text)")
         }
     }
 
-    @Test("Queries are scoped by tenant")
-    func scoping() async throws {
-        let f = try await StoreFixture.make()
+    @Test("Queries are scoped by tenant", arguments: StoreKind.allCases)
+    func scoping(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         #expect(try await f.store.user(tenant: f.globex, id: f.a.id) == nil)
         #expect(try await f.store.user(tenant: f.globex, username: "b") == nil)
         #expect(try await f.store.users(tenant: f.acme).map(\.username) == ["a", "b"])
@@ -553,11 +636,14 @@ struct StoreTests {
         }
     }
 
-    @Test("The change feed carries credential, catalog and ledger changes with their origin")
-    func changeFeed() async throws {
-        let f = try await StoreFixture.make()
+    @Test(
+        "The change feed carries credential, catalog and ledger changes with their origin",
+        arguments: StoreKind.allCases
+    )
+    func changeFeed(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         let start = try await f.store.latestChangeSequence()
-        let other = try await SQLiteStore(configuration: .init(path: f.path), logger: StoreFixture.logger)
+        let other = try await StoreFixture.open(kind, f.location)
         #expect(try await other.setPassword(tenant: f.acme, username: "a", passwordHash: "y"))
         _ = try await f.store.recordDeliveries([
             NewDelivery(tenant: f.acme, user: f.b.id, impulse: try ImpulseID("two"), kind: .manual, assignedAt: Date())
@@ -570,9 +656,9 @@ struct StoreTests {
         #expect(try await f.store.changes(after: 0, limit: 10).isEmpty)
     }
 
-    @Test("A duplicate tenant or username is a conflict, not a crash")
-    func conflicts() async throws {
-        let f = try await StoreFixture.make()
+    @Test("A duplicate tenant or username is a conflict, not a crash", arguments: StoreKind.allCases)
+    func conflicts(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
         await #expect(throws: EngineError(.conflict, "the record already exists")) {
             try await f.store.createTenant(try Tenant(id: f.acme, name: "again"))
         }

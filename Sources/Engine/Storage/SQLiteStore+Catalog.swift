@@ -28,7 +28,8 @@ extension SQLiteStore {
                 try upsert.execute(arguments: [
                     tenant.rawValue, impulse.id.rawValue, impulse.language, impulse.title, impulse.descriptionShort,
                     impulse.description, impulse.durationMinutes, impulse.action.rawValue, impulse.single,
-                    try Self.encodeURLs(impulse.imageURLs), impulse.videoURL, impulse.webURL, impulse.lifeArea.rawValue,
+                    try StoredForm.encodeURLs(impulse.imageURLs), impulse.videoURL, impulse.webURL,
+                    impulse.lifeArea.rawValue,
                     impulse.series, impulse.seriesPosition,
                 ])
             }
@@ -72,20 +73,12 @@ extension SQLiteStore {
             durationMinutes: row[prefix + "duration_minutes"],
             action: ImpulseAction(rawValue: action) ?? .read,
             single: row[prefix + "single"],
-            imageURLs: try decodeURLs(row[prefix + "image_urls"]),
+            imageURLs: try StoredForm.decodeURLs(row[prefix + "image_urls"]),
             videoURL: row[prefix + "video_url"],
             webURL: row[prefix + "web_url"],
             lifeArea: LifeArea(rawValue: lifeArea) ?? .work,
             series: row[prefix + "series"],
             seriesPosition: row[prefix + "series_position"]
         )
-    }
-
-    static func encodeURLs(_ urls: [String]) throws -> String {
-        String(decoding: try JSONEncoder().encode(urls), as: UTF8.self)
-    }
-
-    static func decodeURLs(_ text: String) throws -> [String] {
-        try JSONDecoder().decode([String].self, from: Data(text.utf8))
     }
 }

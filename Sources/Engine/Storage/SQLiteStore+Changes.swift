@@ -25,14 +25,7 @@ extension SQLiteStore {
 
     /// Appends to the change feed inside the caller's transaction, so the change and its entry commit together.
     func logChange(_ db: Database, tenant: TenantID, subject: StoreChange.Subject) throws {
-        let (kind, value): (String, String) =
-            switch subject {
-            case .credentials(let username): ("credentials", username)
-            case .ledger(let user): ("ledger", user.description)
-            case .ledgers(let users): ("ledgers", users.map(\.description).joined(separator: ","))
-            case .catalog: ("catalog", "")
-            case .profile(let user): ("profile", user.description)
-            }
+        let (kind, value) = StoredForm.encode(subject)
         // Cached: a burst logs one change per delivery, and parsing the statement each time cost more than the insert.
         try db.cachedStatement(sql: "INSERT INTO changes (tenant_id, kind, subject, origin, at) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [tenant.rawValue, kind, value, nodeID, Date().unixSeconds])
@@ -40,28 +33,13 @@ extension SQLiteStore {
 
     /// One change entry per tenant for the users whose deliveries were recorded in this transaction.
     func logLedgerChanges(_ db: Database, _ deliveries: [Delivery]) throws {
-        var users: [TenantID: [UserID]] = [:]
-        var seen = Set<UserID>()
-        for delivery in deliveries where seen.insert(delivery.user).inserted {
-            users[delivery.tenant, default: []].append(delivery.user)
-        }
-        for (tenant, users) in users.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            try logChange(db, tenant: tenant, subject: users.count == 1 ? .ledger(users[0]) : .ledgers(users))
+        for (tenant, subject) in StoredForm.ledgerSubjects(deliveries) {
+            try logChange(db, tenant: tenant, subject: subject)
         }
     }
 
     static func change(from row: Row) -> StoreChange? {
-        let kind: String = row["kind"]
-        let value: String = row["subject"]
-        let subject: StoreChange.Subject
-        switch kind {
-        case "credentials": subject = .credentials(username: value)
-        case "ledger": subject = .ledger(UserID(Int64(value) ?? 0))
-        case "ledgers": subject = .ledgers(value.split(separator: ",").compactMap { Int64($0).map(UserID.init) })
-        case "catalog": subject = .catalog
-        case "profile": subject = .profile(UserID(Int64(value) ?? 0))
-        default: return nil
-        }
+        guard let subject = StoredForm.subject(kind: row["kind"], value: row["subject"]) else { return nil }
         return StoreChange(
             sequence: row["seq"],
             tenant: TenantID(trusted: row["tenant_id"]),

@@ -361,8 +361,8 @@ extension SQLiteStore {
             lastDate: lastDate.flatMap { try? LocalDate(parsing: $0) },
             enabled: row[5],
             language: row[6],
-            lifeAreas: try decodeScores(row[7]),
-            preferences: try preferences(
+            lifeAreas: try StoredForm.decodeScores(row[7]),
+            preferences: try StoredForm.preferences(
                 timeZone: row[8],
                 deliveryMinute: row[9],
                 quietStart: row[10],

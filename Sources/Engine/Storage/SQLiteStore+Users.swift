@@ -66,7 +66,7 @@ extension SQLiteStore {
         )
         try insert.execute(arguments: [
             new.tenant.rawValue, new.username, new.passwordHash, new.language,
-            Self.encodeScores(new.lifeAreas), new.preferences.timeZone,
+            StoredForm.encodeScores(new.lifeAreas), new.preferences.timeZone,
             new.preferences.deliveryTime?.minuteOfDay, new.preferences.quietHours?.start.minuteOfDay,
             new.preferences.quietHours?.end.minuteOfDay, new.preferences.weekdays.mask,
             now.unixSeconds, new.isAdmin,
@@ -186,7 +186,7 @@ extension SQLiteStore {
         try await write { db in
             try db.execute(
                 sql: "UPDATE users SET life_areas = ? WHERE tenant_id = ? AND id = ?",
-                arguments: [Self.encodeScores(scores), tenant.rawValue, user.rawValue]
+                arguments: [StoredForm.encodeScores(scores), tenant.rawValue, user.rawValue]
             )
             guard db.changesCount > 0 else { throw EngineError(.notFound, "no such user") }
             try self.logChange(db, tenant: tenant, subject: .profile(user))
@@ -215,7 +215,7 @@ extension SQLiteStore {
             username: row["username"],
             passwordHash: row["password_hash"],
             language: row["language"],
-            lifeAreas: try decodeScores(row["life_areas"]),
+            lifeAreas: try StoredForm.decodeScores(row["life_areas"]),
             enabled: row["enabled"],
             preferences: preferences,
             isAdmin: row["is_admin"],
@@ -225,61 +225,12 @@ extension SQLiteStore {
 
     /// The delivery preference columns of a `users` row.
     static func preferences(from row: Row) throws -> DeliveryPreferences {
-        try preferences(
+        try StoredForm.preferences(
             timeZone: row["time_zone"],
             deliveryMinute: row["delivery_minute"],
             quietStart: row["quiet_start"],
             quietEnd: row["quiet_end"],
             weekdays: row["weekdays"]
         )
-    }
-
-    static func preferences(
-        timeZone: String?,
-        deliveryMinute: Int?,
-        quietStart: Int?,
-        quietEnd: Int?,
-        weekdays: Int
-    ) throws -> DeliveryPreferences {
-        var quietHours: QuietHours?
-        if let quietStart, let quietEnd {
-            quietHours = QuietHours(
-                start: try LocalTime(minuteOfDay: quietStart),
-                end: try LocalTime(minuteOfDay: quietEnd)
-            )
-        }
-        return DeliveryPreferences(
-            timeZone: timeZone,
-            deliveryTime: try deliveryMinute.map { (minute) throws(EngineError) in try LocalTime(minuteOfDay: minute) },
-            quietHours: quietHours,
-            weekdays: Weekdays(uncheckedMask: weekdays)
-        )
-    }
-
-    static func encodeScores(_ scores: LifeAreaScores) -> String {
-        scores.values.map(String.init).joined(separator: ",")
-    }
-
-    /// The stored form, `encodeScores`'s digits and commas, is read byte by byte (a burst decodes a million of
-    /// them); anything else takes the general path, which keeps every integer it finds.
-    static func decodeScores(_ text: String) throws -> LifeAreaScores {
-        var values: [Int] = []
-        values.reserveCapacity(LifeArea.allCases.count)
-        var current = 0
-        var digits = 0
-        for byte in text.utf8 {
-            if byte == UInt8(ascii: ",") {
-                if digits > 0 { values.append(current) }
-                current = 0
-                digits = 0
-            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 9 {
-                current = current * 10 + Int(byte - UInt8(ascii: "0"))
-                digits += 1
-            } else {
-                return try LifeAreaScores(text.split(separator: ",").compactMap { Int($0) })
-            }
-        }
-        if digits > 0 { values.append(current) }
-        return try LifeAreaScores(values)
     }
 }

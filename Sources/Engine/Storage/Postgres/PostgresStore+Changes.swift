@@ -1,0 +1,76 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresStore {
+    /// The advisory lock that orders the change feed: taken by every transaction just before it appends to the
+    /// feed and held until it commits, so that sequence numbers become visible in their order. Without it a
+    /// transaction that took number 5 could commit after one that took 6, and a follower that had read 6 would
+    /// never see 5.
+    static let changeFeedLock: Int64 = 0x1_4B_2026_0022
+
+    /// The channel `NOTIFY` wakes other nodes' change feed followers on.
+    public static let changeChannel = "broker_changes"
+
+    public func changes(after sequence: Int64, limit: Int) async throws -> [StoreChange] {
+        try await read { connection in
+            try await connection.rows(
+                """
+                SELECT seq, tenant_id, kind, subject, origin FROM changes WHERE seq > \(sequence)
+                ORDER BY seq LIMIT \(max(0, limit))
+                """,
+                logger
+            ).compactMap { row in
+                guard let subject = StoredForm.subject(kind: try row.at(2), value: try row.at(3)) else { return nil }
+                return StoreChange(
+                    sequence: try row.at(0),
+                    tenant: TenantID(trusted: try row.at(1)),
+                    subject: subject,
+                    origin: try row.at(4)
+                )
+            }
+        }
+    }
+
+    public func latestChangeSequence() async throws -> Int64 {
+        try await read { connection in
+            try await connection.rows("SELECT COALESCE(MAX(seq), 0)::bigint FROM changes", logger).first?.at(0) ?? 0
+        }
+    }
+
+    public func pruneChanges(before date: Date) async throws -> Int {
+        try await write { connection in
+            try await connection.run("DELETE FROM changes WHERE at < \(date.unixSeconds) RETURNING 1", logger)
+        }
+    }
+
+    /// Appends to the change feed inside the caller's transaction (so the change and its entry commit together)
+    /// and notifies the other nodes when it commits.
+    func logChange(_ connection: PostgresConnection, tenant: TenantID, subject: StoreChange.Subject) async throws {
+        try await logChanges(connection, [(tenant, subject)])
+    }
+
+    /// One change entry per tenant for the users whose deliveries were recorded in this transaction.
+    func logLedgerChanges(_ connection: PostgresConnection, _ deliveries: [Delivery]) async throws {
+        try await logChanges(connection, StoredForm.ledgerSubjects(deliveries))
+    }
+
+    func logChanges(
+        _ connection: PostgresConnection,
+        _ entries: [(tenant: TenantID, subject: StoreChange.Subject)]
+    ) async throws {
+        guard !entries.isEmpty else { return }
+        let encoded = entries.map { StoredForm.encode($0.subject) }
+        try await connection.run("SELECT pg_advisory_xact_lock(\(Self.changeFeedLock))", logger)
+        try await connection.run(
+            """
+            INSERT INTO changes (tenant_id, kind, subject, origin, at)
+            SELECT tenant, kind, subject, \(nodeID), \(Date().unixSeconds)
+            FROM UNNEST(\(entries.map(\.tenant.rawValue)), \(encoded.map(\.kind)), \(encoded.map(\.value)))
+                WITH ORDINALITY AS v(tenant, kind, subject, position)
+            ORDER BY position
+            """,
+            logger
+        )
+        try await connection.run("SELECT pg_notify(\(Self.changeChannel), \(nodeID))", logger)
+    }
+}

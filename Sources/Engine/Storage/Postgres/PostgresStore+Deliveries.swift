@@ -1,0 +1,253 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresStore {
+    public func recordDeliveries(_ deliveries: [NewDelivery]) async throws -> [Delivery] {
+        guard !deliveries.isEmpty else { return [] }
+        return try await write { connection in
+            let recorded = try await self.insert(deliveries, connection)
+            try await self.logLedgerChanges(connection, recorded)
+            return recorded
+        }
+    }
+
+    /// Inserts assignments with one statement per 5,000 and returns those inserted, in their order: a scheduled
+    /// delivery whose (tenant, user, local date) exists already (in the table or earlier in `deliveries`), or
+    /// whose user is not of its tenant, is left out. The caller logs the change.
+    ///
+    /// The ids are drawn from the sequence first, so that the rows inserted can be matched to their positions.
+    func insert(_ deliveries: [NewDelivery], _ connection: PostgresConnection) async throws -> [Delivery] {
+        var recorded: [Delivery] = []
+        recorded.reserveCapacity(deliveries.count)
+        for start in stride(from: 0, to: deliveries.count, by: 5000) {
+            let chunk = Array(deliveries[start..<min(deliveries.count, start + 5000)])
+            let rows = try await connection.rows(
+                """
+                WITH v AS MATERIALIZED (
+                    SELECT nextval(pg_get_serial_sequence('deliveries', 'id')) AS id, v.*
+                    FROM UNNEST(\(chunk.map(\.tenant.rawValue)), \(chunk.map(\.user.rawValue)),
+                        \(chunk.map(\.impulse.rawValue)), \(chunk.map(\.kind.rawValue)),
+                        \(chunk.map { $0.localDate ?? "" }), \(chunk.map(\.assignedAt.unixSeconds)),
+                        \(chunk.map(\.awaitsPush)))
+                        WITH ORDINALITY AS v(tenant, owner, impulse, kind, local_date, assigned_at, awaits, position)
+                    ORDER BY position
+                ), inserted AS (
+                    INSERT INTO deliveries (id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at,
+                        settled_at)
+                    SELECT v.id, v.tenant, u.id, v.impulse, v.kind, NULLIF(v.local_date, ''), v.assigned_at,
+                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END
+                    FROM v JOIN users u ON u.id = v.owner AND u.tenant_id = v.tenant
+                    ORDER BY v.position
+                    ON CONFLICT DO NOTHING
+                    RETURNING id
+                )
+                SELECT v.position, v.id FROM v JOIN inserted USING (id) ORDER BY v.position
+                """,
+                logger
+            )
+            for row in rows {
+                let new = chunk[Int(try row.at(0, as: Int64.self)) - 1]
+                recorded.append(
+                    Delivery(
+                        id: DeliveryID(try row.at(1, as: Int64.self)),
+                        tenant: new.tenant,
+                        user: new.user,
+                        impulse: new.impulse,
+                        kind: new.kind,
+                        localDate: new.localDate,
+                        assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
+                    )
+                )
+            }
+        }
+        return recorded
+    }
+
+    /// The delivery's columns (as `delivery(from:first:)` reads them) and then the impulse's.
+    static let deliveredImpulseSelect = """
+        SELECT d.id, d.tenant_id, d.user_id, d.impulse_id, d.kind, d.local_date, d.assigned_at, d.pushed_at,
+            d.apns_id, d.fetched_at, d.read_at,
+            i.tenant_id, i.id, i.language, i.title, i.description_short, i.description, i.duration_minutes, i.action,
+            i.single, i.image_urls, i.video_url, i.web_url, i.life_area, i.series, i.series_position
+        FROM deliveries d JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
+        """
+
+    public func deliveredImpulses(
+        tenant: TenantID,
+        user: UserID,
+        after: DeliveryID?,
+        before: DeliveryID?,
+        limit: Int
+    ) async throws -> [DeliveredImpulse] {
+        try await read { connection in
+            try await connection.rows(
+                """
+                \(unescaped: Self.deliveredImpulseSelect)
+                WHERE d.tenant_id = \(tenant.rawValue) AND d.user_id = \(user.rawValue)
+                    AND d.id > \(after?.rawValue ?? 0) AND d.id < \(before?.rawValue ?? Int64.max)
+                ORDER BY d.id DESC LIMIT \(max(0, limit))
+                """,
+                logger
+            ).map(Self.deliveredImpulse(from:))
+        }
+    }
+
+    public func deliveredImpulse(tenant: TenantID, user: UserID, impulse: ImpulseID) async throws -> DeliveredImpulse? {
+        try await read { connection in
+            try await connection.rows(
+                """
+                \(unescaped: Self.deliveredImpulseSelect)
+                WHERE d.tenant_id = \(tenant.rawValue) AND d.user_id = \(user.rawValue)
+                    AND d.impulse_id = \(impulse.rawValue)
+                ORDER BY d.id DESC LIMIT 1
+                """,
+                logger
+            ).first.map(Self.deliveredImpulse(from:))
+        }
+    }
+
+    public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
+        try await read { connection in
+            try await connection.rows(
+                """
+                SELECT count(*) FROM deliveries
+                WHERE user_id = \(user.rawValue) AND tenant_id = \(tenant.rawValue) AND read_at IS NULL
+                """,
+                logger
+            ).first?.at(0, as: Int.self) ?? 0
+        }
+    }
+
+    public func deliveryCounts(tenant: TenantID) async throws -> [UserID: Int] {
+        try await read { connection in
+            var counts: [UserID: Int] = [:]
+            for row in try await connection.rows(
+                "SELECT user_id, count(*) FROM deliveries WHERE tenant_id = \(tenant.rawValue) GROUP BY user_id",
+                logger
+            ) {
+                counts[UserID(try row.at(0, as: Int64.self))] = try row.at(1, as: Int.self)
+            }
+            return counts
+        }
+    }
+
+    /// Pushed and settled marks (nearly all of them in a burst) go with one statement per kind; fetched and read
+    /// marks (a user's taps) one by one in their order. Within a kind the first mark of a delivery wins.
+    public func applyMarks(_ marks: [DeliveryMark]) async throws {
+        guard !marks.isEmpty else { return }
+        var pushed: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
+        var settled: [(delivery: Int64, tenant: String, at: Double)] = []
+        var taps: [DeliveryMark] = []
+        var seenPushed = Set<Int64>()
+        var seenSettled = Set<Int64>()
+        for mark in marks {
+            switch mark.kind {
+            case .pushed(let apnsID):
+                if seenPushed.insert(mark.delivery.rawValue).inserted {
+                    pushed.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds, apnsID))
+                }
+            case .settled:
+                if seenSettled.insert(mark.delivery.rawValue).inserted {
+                    settled.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds))
+                }
+            case .fetched, .read: taps.append(mark)
+            }
+        }
+        try await write { connection in
+            if !pushed.isEmpty {
+                try await connection.run(
+                    """
+                    UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id,
+                        settled_at = COALESCE(d.settled_at, v.at)
+                    FROM UNNEST(\(pushed.map(\.delivery)), \(pushed.map(\.tenant)), \(pushed.map(\.at)),
+                        \(pushed.map(\.apnsID))) AS v(id, tenant, at, apns_id)
+                    WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
+                    """,
+                    logger
+                )
+            }
+            if !settled.isEmpty {
+                try await connection.run(
+                    """
+                    UPDATE deliveries d SET settled_at = v.at
+                    FROM UNNEST(\(settled.map(\.delivery)), \(settled.map(\.tenant)), \(settled.map(\.at)))
+                        AS v(id, tenant, at)
+                    WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
+                    """,
+                    logger
+                )
+            }
+            var readers: [(tenant: TenantID, subject: StoreChange.Subject)] = []
+            for mark in taps {
+                let at = mark.at.unixSeconds
+                if case .read = mark.kind {
+                    for row in try await connection.rows(
+                        """
+                        UPDATE deliveries SET read_at = \(at), fetched_at = COALESCE(fetched_at, \(at))
+                        WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
+                            AND read_at IS NULL
+                        RETURNING user_id
+                        """,
+                        logger
+                    ) {
+                        readers.append((mark.tenant, .ledger(UserID(try row.at(0, as: Int64.self)))))
+                    }
+                } else {
+                    try await connection.run(
+                        """
+                        UPDATE deliveries SET fetched_at = \(at)
+                        WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
+                            AND fetched_at IS NULL
+                        """,
+                        logger
+                    )
+                }
+            }
+            try await self.logChanges(connection, readers)
+        }
+    }
+
+    public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {
+        try await write { connection in
+            let count = try await connection.run(
+                """
+                DELETE FROM deliveries WHERE tenant_id = \(tenant.rawValue) AND user_id = \(user.rawValue)
+                RETURNING 1
+                """,
+                logger
+            )
+            try await self.logChange(connection, tenant: tenant, subject: .ledger(user))
+            return count
+        }
+    }
+
+    static func deliveredImpulse(from row: PostgresRandomAccessRow) throws -> DeliveredImpulse {
+        DeliveredImpulse(delivery: try delivery(from: row), impulse: try impulse(from: row, first: 11))
+    }
+
+    /// The columns `delivery(from:)` reads, in its order.
+    static let deliveryColumns = """
+        id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at, pushed_at, apns_id, fetched_at, read_at
+        """
+
+    /// A delivery from a row of `deliveryColumns`.
+    static func delivery(from row: PostgresRandomAccessRow) throws -> Delivery {
+        let kind: String = try row.at(4)
+        let pushedAt: Double? = try row.at(7)
+        let fetchedAt: Double? = try row.at(9)
+        let readAt: Double? = try row.at(10)
+        return Delivery(
+            id: DeliveryID(try row.at(0, as: Int64.self)),
+            tenant: TenantID(trusted: try row.at(1)),
+            user: UserID(try row.at(2, as: Int64.self)),
+            impulse: ImpulseID(trusted: try row.at(3)),
+            kind: DeliveryKind(rawValue: kind) ?? .manual,
+            localDate: try row.at(5),
+            assignedAt: Date(unixSeconds: try row.at(6)),
+            pushedAt: pushedAt.map(Date.init(unixSeconds:)),
+            apnsID: try row.at(8),
+            fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
+            readAt: readAt.map(Date.init(unixSeconds:))
+        )
+    }
+}

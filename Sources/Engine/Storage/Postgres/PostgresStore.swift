@@ -1,0 +1,221 @@
+import Foundation
+import Logging
+import NIOSSL
+import PostgresNIO
+import Synchronization
+
+/// ``BrokerStore`` on a PostgreSQL database shared by several broker nodes, through postgres-nio's connection
+/// pool: parameterised statements, `UNNEST` arrays for the hot multi-row writes, the same transactions and unique
+/// keys as ``SQLiteStore`` (the (tenant, user, local date) key still makes a day happen once), versioned
+/// migrations applied under an advisory lock.
+///
+/// Times are stored as Unix seconds in `double precision` columns, as in the SQLite store, so that a value read
+/// back compares equal to the one written (the scheduler's compare-and-set on fire times relies on it).
+public final class PostgresStore: BrokerStore {
+    let client: PostgresClient
+    let logger: Logger
+    let metrics: BrokerMetrics
+    public let nodeID: String
+    public let configuration: PostgresStoreConfiguration
+    private let runner: Task<Void, Never>
+    /// Connections in use and callers waiting for one (for `/inspect` and `/metrics`).
+    private let usage = Mutex(PoolUsage())
+
+    /// The pool's load as this process sees it.
+    public struct PoolUsage: Sendable, Equatable {
+        public var inUse = 0
+        public var waiting = 0
+        public var maximum = 0
+    }
+
+    /// Connects (the pool opens connections as they are needed) and migrates the database to the current schema.
+    /// Several nodes may start together: the migrations run under an advisory lock, once.
+    public init(
+        configuration: PostgresStoreConfiguration,
+        logger: Logger,
+        metrics: BrokerMetrics = .disabled
+    ) async throws {
+        var config = PostgresClient.Configuration(
+            host: configuration.host,
+            port: configuration.port,
+            username: configuration.username,
+            password: configuration.password,
+            database: configuration.database,
+            tls: try Self.tls(configuration)
+        )
+        config.options.maximumConnections = configuration.maximumConnections
+        config.options.connectTimeout = configuration.connectTimeout
+        config.options.additionalStartupParameters = [
+            ("application_name", "impulse-broker"),
+            ("statement_timeout", "\(configuration.statementTimeout.components.seconds * 1000)"),
+            ("lock_timeout", "\(configuration.lockTimeout.components.seconds * 1000)"),
+            // A transaction left open by a stuck node must not hold locks (and other nodes' claims) forever.
+            ("idle_in_transaction_session_timeout", "60000"),
+        ]
+        var background = logger
+        background.logLevel = max(logger.logLevel, .warning)
+        let client = PostgresClient(configuration: config, backgroundLogger: background)
+        self.client = client
+        self.logger = logger
+        self.metrics = metrics
+        self.configuration = configuration
+        self.nodeID = UUID().uuidString.lowercased()
+        self.usage.withLock { $0.maximum = configuration.maximumConnections }
+        // The pool runs outside any service group: the broker's services stop first and still write on their way
+        // out (the last marks, the unsettled pushes); `shutdown()` ends it after them.
+        self.runner = Task { await client.run() }
+        do {
+            try await migrate()
+        } catch {
+            runner.cancel()
+            throw error
+        }
+    }
+
+    deinit { runner.cancel() }
+
+    /// Closes the pool's connections; the store is unusable afterwards.
+    public func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    public var poolUsage: PoolUsage { usage.withLock { $0 } }
+
+    private static func tls(_ configuration: PostgresStoreConfiguration) throws -> PostgresClient.Configuration.TLS {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let roots = configuration.rootCertificates { tls.trustRoots = .file(roots) }
+        switch configuration.tls {
+        case .disable: return .disable
+        case .prefer:
+            tls.certificateVerification = .none
+            return .prefer(tls)
+        case .require:
+            tls.certificateVerification = .none
+            return .require(tls)
+        case .verifyCA:
+            tls.certificateVerification = .noHostnameVerification
+            return .require(tls)
+        case .verifyFull:
+            tls.certificateVerification = .fullVerification
+            return .require(tls)
+        }
+    }
+
+    // MARK: Running statements
+
+    /// Runs `body` on a pooled connection (reads, and single statements that commit on their own).
+    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await withConnection(operation: "read", body)
+    }
+
+    /// Runs `body` in one transaction: it commits when `body` returns, rolls back when it throws. A deadlock or
+    /// serialization failure (two nodes writing the same rows in different orders) is retried up to twice.
+    func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await withConnection(operation: "write") { connection in
+                    try await connection.query("BEGIN", logger: logger)
+                    do {
+                        let value = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return value
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+            } catch let error as PSQLError where attempt < 3 && Self.isRetryable(error) {
+                logger.notice("store transaction retried", metadata: ["store.error": "\(Self.describe(error))"])
+                try await Task.sleep(for: .milliseconds(Int64.random(in: 5...50) * Int64(attempt)))
+            }
+        }
+    }
+
+    private func withConnection<T: Sendable>(
+        operation: String,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let started = ContinuousClock.now
+        usage.withLock { $0.waiting += 1 }
+        var leased = false
+        defer {
+            usage.withLock {
+                if leased { $0.inUse -= 1 } else { $0.waiting -= 1 }
+            }
+            metrics.storeOperation(operation, duration: started.duration(to: .now))
+        }
+        do {
+            return try await client.withConnection { connection in
+                usage.withLock {
+                    $0.waiting -= 1
+                    $0.inUse += 1
+                }
+                leased = true
+                return try await body(connection)
+            }
+        } catch let error as EngineError {
+            throw error
+        } catch let error as CancellationError {
+            throw error
+        } catch let error as PSQLError where Self.isRetryable(error) {
+            throw error  // `write` retries it (and translates it when it gives up)
+        } catch {
+            throw translate(error)
+        }
+    }
+
+    static func isRetryable(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40001" || state == "40P01"
+    }
+
+    func translate(_ error: any Error) -> EngineError {
+        if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] {
+            switch state {
+            case "23505": return EngineError(.conflict, "the record already exists")
+            case "23503": return EngineError(.notFound, "a referenced record does not exist")
+            default: break
+            }
+        }
+        logger.error("store failure", metadata: ["store.error": "\(Self.describe(error))"])
+        return EngineError(.storage, "the store failed")
+    }
+
+    /// The SQLSTATE and the server's message only: statements and arguments may hold personal data.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let state = error.serverInfo?[.sqlState] {
+                return "PostgreSQL \(state): \(error.serverInfo?[.message] ?? "")"
+            }
+            return "PostgreSQL client: \(error.code)"
+        }
+        return String(describing: type(of: error))
+    }
+}
+
+extension PostgresConnection {
+    /// Every row of a statement's result, for reading by column position.
+    func rows(_ query: PostgresQuery, _ logger: Logger) async throws -> [PostgresRandomAccessRow] {
+        var rows: [PostgresRandomAccessRow] = []
+        for try await row in try await self.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+        return rows
+    }
+
+    /// Runs a statement; returns how many rows it returned (with `RETURNING 1`: how many it changed).
+    @discardableResult
+    func run(_ query: PostgresQuery, _ logger: Logger) async throws -> Int {
+        var count = 0
+        for try await _ in try await self.query(query, logger: logger) { count += 1 }
+        return count
+    }
+}
+
+extension PostgresRandomAccessRow {
+    /// The value of column `index`.
+    func at<T: PostgresDecodable>(_ index: Int, as type: T.Type = T.self) throws -> T {
+        try self[index].decode(T.self)
+    }
+}
