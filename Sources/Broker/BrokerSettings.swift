@@ -36,6 +36,9 @@ struct ConfigFile: Decodable {
     var scheduler: Bool?
     var stalenessSeconds: Int?
     var spreadSeconds: Int?
+    var sweepSeconds: Int?
+    var claimSeconds: Int?
+    var leaseSeconds: Int?
     var repeatDays: Int?
     var shutdownGraceSeconds: Int?
     var pushesInFlight: Int?
@@ -156,6 +159,11 @@ struct BrokerSettings {
             throw ValidationError("maxRequestsInFlightPerTenant must not exceed maxRequestsInFlight")
         }
         admission = AdmissionLimits(node: nodeRequests, perTenant: tenantRequests)
+        if case .postgres(var shared) = database {
+            shared.claimTime = .seconds(try number("BROKER_CLAIM_SECONDS", file.claimSeconds, 120, 5...3600))
+            shared.leaseTime = .seconds(try number("BROKER_LEASE_SECONDS", file.leaseSeconds, 60, 5...3600))
+            database = .postgres(shared)
+        }
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
         logLevel = parsed
@@ -169,7 +177,8 @@ struct BrokerSettings {
                     try number("BROKER_STALENESS_SECONDS", file.stalenessSeconds, 43_200, 60...604_800)
                 ),
                 spreadWindow: .seconds(try number("BROKER_SPREAD_SECONDS", file.spreadSeconds, 300, 0...3600)),
-                repeatWindowDays: try number("BROKER_REPEAT_DAYS", file.repeatDays, 30, 0...3650)
+                repeatWindowDays: try number("BROKER_REPEAT_DAYS", file.repeatDays, 30, 0...3650),
+                sweepInterval: .seconds(try number("BROKER_SWEEP_SECONDS", file.sweepSeconds, 60, 1...3600))
             )
         } else {
             scheduler = nil

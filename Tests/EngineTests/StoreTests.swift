@@ -37,8 +37,19 @@ struct StoreFixture {
         switch kind {
         case .sqlite: try await SQLiteStore(configuration: .init(path: location), logger: logger)
         case .postgres:
-            try await PostgresStore(configuration: try PostgresStoreConfiguration(url: location), logger: logger)
+            try await PostgresStore(configuration: try sharedConfiguration(location), logger: logger)
         }
+    }
+
+    /// How long claims and leases last in the tests: a test that plays a restart waits this long for the leases
+    /// of the "process that died" to end (a real restart has a new node id, and waits as long).
+    static let leaseTime = Duration.seconds(2)
+
+    static func sharedConfiguration(_ url: String) throws -> PostgresStoreConfiguration {
+        var configuration = try PostgresStoreConfiguration(url: url)
+        configuration.claimTime = leaseTime
+        configuration.leaseTime = leaseTime
+        return configuration
     }
 
     static func make(_ kind: StoreKind = .sqlite) async throws -> StoreFixture {
@@ -142,7 +153,7 @@ struct StoreTests {
     func reopen(_ kind: StoreKind) async throws {
         let fixture = try await StoreFixture.make(kind)
         let reopened = try await StoreFixture.open(kind, fixture.location)
-        if let postgres = reopened as? PostgresStore { #expect(try await postgres.schemaVersions() == [1]) }
+        if let postgres = reopened as? PostgresStore { #expect(try await postgres.schemaVersions() == [1, 2]) }
         #expect(try await reopened.tenants().map(\.id) == [fixture.acme, fixture.globex])
         #expect(try await reopened.user(tenant: fixture.acme, username: "a")?.id == fixture.a.id)
     }

@@ -286,6 +286,12 @@ struct CrashRecoveryTests {
             configuration: .init(path: directory + "/broker.sqlite"),
             logger: TestBroker.logger
         )
+        return try await Self.seed(store, users: users)
+    }
+
+    /// A tenant `acme` whose `users` users are all due this minute (UTC), with one device each; returns each user's
+    /// token.
+    static func seed(_ store: any BrokerStore, users: Int) async throws -> [Int64: String] {
         let acme = try TenantID("acme")
         try await store.createTenant(
             try Tenant(id: acme, name: "Acme", defaultTimeZone: "UTC", apnsTopic: "com.acme.impulse")

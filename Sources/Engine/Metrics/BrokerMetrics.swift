@@ -30,6 +30,13 @@ public struct BrokerMetrics: Sendable {
         public static let schedulerLag = "broker_scheduler_lag_seconds"
         public static let schedulerFailures = "broker_scheduler_failures_total"
         public static let schedulerFailing = "broker_scheduler_failing"
+        /// A shared store (PostgreSQL): this node's claims and leases, and its connection pool.
+        public static let storeClaims = "broker_store_claims"
+        public static let storeLeases = "broker_store_leases"
+        public static let storePoolInUse = "broker_store_pool_in_use"
+        public static let storePoolWaiting = "broker_store_pool_waiting"
+        /// 1, labelled with the node's id (the same as `/inspect`'s `node`).
+        public static let nodeInfo = "broker_node_info"
     }
 
     /// Tenants labelled by name; more than this many share the label `other`.

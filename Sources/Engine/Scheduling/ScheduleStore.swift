@@ -3,7 +3,8 @@ import Foundation
 /// The due index and the day's decisions: the scheduler's port.
 public protocol ScheduleStore: Sendable {
     /// Rows of the due index whose fire time is not after `now`, earliest first, at most `limit`: the only way
-    /// the scheduler finds work, so its cost follows what is due, not the user count.
+    /// the scheduler finds work, so its cost follows what is due, not the user count. A store shared by several
+    /// nodes claims the rows for the caller until its commit, and leaves out rows other nodes have claimed.
     /// With `after`, only rows after that one in (fire time, user) order: the next batch can be read while the
     /// previous one is still being committed.
     func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry]
@@ -18,7 +19,15 @@ public protocol ScheduleStore: Sendable {
     /// Returns the deliveries that were recorded.
     func commitSchedules(_ updates: [ScheduleUpdate]) async throws -> [Delivery]
     /// Deliveries waiting for the push gateway, assigned since `assignedAfter`, by id, after `after`.
+    /// A store shared by several nodes leases them to the caller and leaves out those another node holds.
     func unsettledDeliveries(assignedAfter: Date, after: DeliveryID?, limit: Int) async throws -> [Delivery]
+    /// Whether ``unsettledDeliveries(assignedAfter:after:limit:)`` leases what it returns, so that the deliveries
+    /// being pushed (by this node or another) are never among them: then a sweep takes every delivery it gets.
+    var leasesUnsettledDeliveries: Bool { get }
+}
+
+extension ScheduleStore {
+    public var leasesUnsettledDeliveries: Bool { false }
 }
 
 /// A position in the due index's (fire time, user) order.

@@ -68,7 +68,10 @@ public actor Scheduler {
             if lastSweep.duration(to: .now) >= configuration.sweepInterval {
                 lastSweep = .now
                 do {
-                    _ = try await requeueUnsettled(now: Date(), settleTime: .seconds(120))
+                    // Deliveries assigned in the last two minutes may be in this node's pipeline; a store that leases
+                    // them leaves out those being pushed by itself.
+                    let settleTime: Duration = store.leasesUnsettledDeliveries ? .zero : .seconds(120)
+                    _ = try await requeueUnsettled(now: Date(), settleTime: settleTime)
                 } catch {
                     logger.warning("cannot read unpushed deliveries", metadata: ["error": "\(error)"])
                 }
@@ -100,6 +103,8 @@ public actor Scheduler {
                 let until = Duration.milliseconds(Int64(max(0, next.timeIntervalSinceNow) * 1000))
                 pause = min(pause, until)
             }
+            // Nothing taken although something is due (rows another node claimed in between): no busy loop.
+            if processed == 0 { pause = max(pause, .milliseconds(50)) }
             do { try await Task.sleep(for: pause) } catch { return }
         }
         await settlePipeline()

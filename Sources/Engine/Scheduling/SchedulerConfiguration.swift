@@ -27,7 +27,7 @@ public struct SchedulerConfiguration: Sendable {
         staleness: Duration = .seconds(12 * 3600),
         spreadWindow: Duration = .seconds(300),
         repeatWindowDays: Int = 30,
-        sweepInterval: Duration = .seconds(300),
+        sweepInterval: Duration = .seconds(60),
         catalogTTL: Duration = .seconds(60),
         failureBackoff: Duration = .milliseconds(200),
         maximumFailureBackoff: Duration = .seconds(30)

@@ -10,4 +10,13 @@ public protocol ChangeFeedStore: Sendable {
     func latestChangeSequence() async throws -> Int64
     /// Forgets changes older than `date`; returns how many.
     func pruneChanges(before date: Date) async throws -> Int
+    /// Returns when another process announces a change, or after `timeout`: a store that announces changes
+    /// (PostgreSQL's `NOTIFY`) wakes its follower early; polling every `timeout` remains the safety net.
+    func waitForChanges(upTo timeout: Duration) async
+}
+
+extension ChangeFeedStore {
+    public func waitForChanges(upTo timeout: Duration) async {
+        try? await Task.sleep(for: timeout)
+    }
 }

@@ -132,7 +132,8 @@ public func buildApplication(
                 metrics: metrics.metrics,
                 gateway: push.gateway,
                 transport: push.transport,
-                scheduler: scheduler
+                scheduler: scheduler,
+                store: store
             ),
             inspector: inspector,
             token: admin.token

@@ -7,7 +7,7 @@ import ServiceLifecycle
 /// `retention` it prunes the feed and purges devices marked gone.
 ///
 /// Writes by this process update its caches directly; the feed brings those of admin commands and other
-/// nodes, within one `interval`.
+/// nodes, within one `interval`, or at once when the store announces them (PostgreSQL's `NOTIFY`).
 struct ChangeFeedFollower: Service {
     let store: any ChangeFeedStore & DeviceStore
     let authenticator: Authenticator
@@ -22,7 +22,13 @@ struct ChangeFeedFollower: Service {
         var lastPrune = ContinuousClock.now
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+                // At most every 100 ms however often other nodes announce changes (a burst commits many times a
+                // second), and at least every `interval`.
+                let floor = min(interval, .milliseconds(100))
+                try await cancelWhenGracefulShutdown {
+                    try await Task.sleep(for: floor)
+                    await store.waitForChanges(upTo: interval - floor)
+                }
             } catch {
                 return
             }

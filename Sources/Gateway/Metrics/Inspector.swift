@@ -56,8 +56,17 @@ public struct Inspector: Sendable {
         var lastError: String?
     }
 
+    /// The shared store (PostgreSQL) as this node sees it.
+    struct DatabaseView: Encodable {
+        var url: String
+        var claims: Int
+        var leases: Int
+        var pool: [String: Int]
+    }
+
     struct View: Encodable {
         var node: String
+        var database: DatabaseView?
         var uptimeSeconds: Int
         var pushesInFlight: Int?
         /// The configured ceiling of pushes in flight and the deliveries per gateway batch.
@@ -141,8 +150,19 @@ public struct Inspector: Sendable {
                     )
             )
         }
+        var database: DatabaseView?
+        if only == nil, let shared = store as? any SharedStore {
+            let state = try await shared.sharedState()
+            database = DatabaseView(
+                url: state.database,
+                claims: state.claims,
+                leases: state.leases,
+                pool: ["inUse": state.poolInUse, "waiting": state.poolWaiting, "size": state.poolSize]
+            )
+        }
         return View(
             node: only == nil ? store.nodeID : "",
+            database: database,
             uptimeSeconds: only == nil ? Int(now.timeIntervalSince(startedAt)) : 0,
             pushesInFlight: only == nil ? snapshot?.inFlight : nil,
             pushLimits: only == nil ? gateway.map { ["inFlight": $0.limits.inFlight, "batch": $0.limits.batch] } : nil,

@@ -21,6 +21,9 @@ final class MetricsCollector: Sendable {
     let gateway: PushGateway?
     let transport: APNsPushTransport?
     let scheduler: Scheduler?
+    /// The store when several nodes share it; `nodeID` labels `broker_node_info`.
+    let shared: (any SharedStore)?
+    let nodeID: String
     private let seen = Mutex(Seen())
 
     struct Seen {
@@ -28,11 +31,19 @@ final class MetricsCollector: Sendable {
         var totals: [ObjectIdentifier: (connects: Int, goAways: Int)] = [:]
     }
 
-    init(metrics: BrokerMetrics, gateway: PushGateway?, transport: APNsPushTransport?, scheduler: Scheduler?) {
+    init(
+        metrics: BrokerMetrics,
+        gateway: PushGateway?,
+        transport: APNsPushTransport?,
+        scheduler: Scheduler?,
+        store: any ChangeFeedStore
+    ) {
         self.metrics = metrics
         self.gateway = gateway
         self.transport = transport
         self.scheduler = scheduler
+        self.shared = store as? any SharedStore
+        self.nodeID = store.nodeID
     }
 
     func refresh() async {
@@ -72,6 +83,13 @@ final class MetricsCollector: Sendable {
             metrics.gauge(Name.schedulerLag).record(lag.lagSeconds)
         }
         if let rss = Self.residentMemory() { metrics.gauge(Name.residentMemory).record(rss) }
+        metrics.gauge(Name.nodeInfo, [("node", nodeID)]).record(1)
+        if let state = try? await shared?.sharedState() {
+            metrics.gauge(Name.storeClaims).record(state.claims)
+            metrics.gauge(Name.storeLeases).record(state.leases)
+            metrics.gauge(Name.storePoolInUse).record(state.poolInUse)
+            metrics.gauge(Name.storePoolWaiting).record(state.poolWaiting)
+        }
     }
 
     /// Resident set size from `/proc/self/statm` (Linux), in bytes.

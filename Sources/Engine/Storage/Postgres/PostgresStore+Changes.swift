@@ -73,4 +73,40 @@ extension PostgresStore {
         )
         try await connection.run("SELECT pg_notify(\(Self.changeChannel), \(nodeID))", logger)
     }
+
+    /// Waits for another node's `NOTIFY` on ``changeChannel`` (or `timeout`). The first wait starts the listener:
+    /// one pooled connection that listens for as long as the store is open, reconnecting with a backoff.
+    public func waitForChanges(upTo timeout: Duration) async {
+        listener.withLock { task in
+            guard task == nil else { return }
+            task = Task { [weak self] in await self?.listen() }
+        }
+        await bell.wait(upTo: timeout)
+    }
+
+    private func listen() async {
+        var pause = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.changeChannel) { notifications in
+                        // Listening (again): a change may have come while no connection listened.
+                        bell.ring()
+                        pause = .milliseconds(500)
+                        for try await notification in notifications where notification.payload != nodeID {
+                            bell.ring()
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning(
+                    "cannot listen for other nodes' changes; polling until it works again",
+                    metadata: ["store.error": "\(Self.describe(error))"]
+                )
+            }
+            try? await Task.sleep(for: pause)
+            pause = min(pause * 2, .seconds(30))
+        }
+    }
 }

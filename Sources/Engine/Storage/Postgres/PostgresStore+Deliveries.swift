@@ -19,6 +19,8 @@ extension PostgresStore {
     func insert(_ deliveries: [NewDelivery], _ connection: PostgresConnection) async throws -> [Delivery] {
         var recorded: [Delivery] = []
         recorded.reserveCapacity(deliveries.count)
+        // Those awaiting their push are leased to this node, which pushes them next.
+        let leaseEnd = Date().unixSeconds + configuration.leaseTime.seconds
         for start in stride(from: 0, to: deliveries.count, by: 5000) {
             let chunk = Array(deliveries[start..<min(deliveries.count, start + 5000)])
             let rows = try await connection.rows(
@@ -33,9 +35,10 @@ extension PostgresStore {
                     ORDER BY position
                 ), inserted AS (
                     INSERT INTO deliveries (id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at,
-                        settled_at)
+                        settled_at, leased_by, leased_until)
                     SELECT v.id, v.tenant, u.id, v.impulse, v.kind, NULLIF(v.local_date, ''), v.assigned_at,
-                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END
+                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END,
+                        CASE WHEN v.awaits THEN \(nodeID) END, CASE WHEN v.awaits THEN \(leaseEnd) END
                     FROM v JOIN users u ON u.id = v.owner AND u.tenant_id = v.tenant
                     ORDER BY v.position
                     ON CONFLICT DO NOTHING

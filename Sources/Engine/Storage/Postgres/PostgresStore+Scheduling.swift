@@ -8,16 +8,32 @@ extension PostgresStore {
             u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
         """
 
+    /// Claims the due rows it returns for this node (`claimTime`): another node's scheduler skips a claimed row
+    /// (`FOR UPDATE SKIP LOCKED` while the claim is being taken, the claim's owner and expiry after), so that
+    /// nodes share the dispatch instead of deciding every row twice. The commit releases the claim; a node that
+    /// dies leaves it to expire. Exactly once per day does not depend on claims: the commit's compare-and-set and
+    /// the daily key hold even when two nodes decide the same row.
     public func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry] {
-        try await read { connection in
+        let wall = Date().unixSeconds
+        return try await read { connection in
             try await connection.rows(
                 """
+                WITH picked AS (
+                    SELECT user_id FROM schedules
+                    WHERE fire_at IS NOT NULL AND fire_at <= \(now.unixSeconds)
+                        AND (fire_at, user_id) > (\(after?.fireAt.unixSeconds ?? -Double.greatestFiniteMagnitude),
+                            \(after?.user.rawValue ?? Int64.min))
+                        AND (claimed_until IS NULL OR claimed_until < \(wall) OR claimed_by = \(nodeID))
+                    ORDER BY fire_at, user_id LIMIT \(max(0, limit))
+                    FOR UPDATE SKIP LOCKED
+                ), claimed AS (
+                    UPDATE schedules s SET claimed_by = \(nodeID), claimed_until = \(wall + configuration.claimTime.seconds)
+                    FROM picked WHERE s.user_id = picked.user_id
+                    RETURNING s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date
+                )
                 SELECT \(unescaped: Self.scheduleEntryColumns)
-                FROM schedules s JOIN users u ON u.id = s.user_id
-                WHERE s.fire_at IS NOT NULL AND s.fire_at <= \(now.unixSeconds)
-                    AND (s.fire_at, s.user_id) > (\(after?.fireAt.unixSeconds ?? -Double.greatestFiniteMagnitude),
-                        \(after?.user.rawValue ?? Int64.min))
-                ORDER BY s.fire_at, s.user_id LIMIT \(max(0, limit))
+                FROM claimed s JOIN users u ON u.id = s.user_id
+                ORDER BY s.fire_at, s.user_id
                 """,
                 logger
             ).map(Self.scheduleEntry(from:))
@@ -37,11 +53,16 @@ extension PostgresStore {
         }
     }
 
+    /// The earliest fire time of a row no other node has claimed, or of a reminder.
     public func nextFireTime() async throws -> Date? {
-        try await read { connection in
+        let wall = Date().unixSeconds
+        return try await read { connection in
             let row = try await connection.rows(
                 """
-                SELECT LEAST((SELECT MIN(fire_at) FROM schedules WHERE fire_at IS NOT NULL),
+                SELECT LEAST(
+                    (SELECT fire_at FROM schedules WHERE fire_at IS NOT NULL
+                        AND (claimed_until IS NULL OR claimed_until < \(wall) OR claimed_by = \(nodeID))
+                        ORDER BY fire_at LIMIT 1),
                     (SELECT MIN(fire_at) FROM reminders))
                 """,
                 logger
@@ -108,7 +129,8 @@ extension PostgresStore {
                             ELSE GREATEST(COALESCE(s.last_date, ''), v.delivered) END,
                         fire_at = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_fire, 'NaN') ELSE s.fire_at END,
                         local_date = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_date, '')
-                            ELSE s.local_date END
+                            ELSE s.local_date END,
+                        claimed_by = NULL, claimed_until = NULL
                     FROM UNNEST(\(group.map(\.user.rawValue)), \(group.map(\.tenant.rawValue)),
                         \(group.map(\.expectedFireAt.unixSeconds)), \(group.map { $0.next?.fireAt.unixSeconds ?? .nan }),
                         \(group.map { $0.next?.date.description ?? "" }),
@@ -124,22 +146,36 @@ extension PostgresStore {
         }
     }
 
+    /// Leases the deliveries it returns to this node (`leaseTime`): those another node holds under a lease that
+    /// has not ended (it is pushing them) are left out, and a node that died loses its leases when they end.
     public func unsettledDeliveries(
         assignedAfter: Date,
         after: DeliveryID?,
         limit: Int
     ) async throws -> [Delivery] {
-        try await read { connection in
+        let wall = Date().unixSeconds
+        return try await read { connection in
             try await connection.rows(
                 """
-                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-                WHERE settled_at IS NULL AND id > \(after?.rawValue ?? 0) AND assigned_at >= \(assignedAfter.unixSeconds)
-                ORDER BY id LIMIT \(max(0, limit))
+                WITH picked AS (
+                    SELECT id AS picked_id FROM deliveries
+                    WHERE settled_at IS NULL AND id > \(after?.rawValue ?? 0)
+                        AND assigned_at >= \(assignedAfter.unixSeconds)
+                        AND (leased_until IS NULL OR leased_until < \(wall))
+                    ORDER BY id LIMIT \(max(0, limit))
+                    FOR UPDATE SKIP LOCKED
+                )
+                UPDATE deliveries d SET leased_by = \(nodeID), leased_until = \(wall + configuration.leaseTime.seconds)
+                FROM picked WHERE d.id = picked.picked_id
+                RETURNING \(unescaped: Self.deliveryColumns)
                 """,
                 logger
-            ).map(Self.delivery(from:))
+            ).map(Self.delivery(from:)).sorted { $0.id.rawValue < $1.id.rawValue }
         }
     }
+
+    /// Deliveries are leased: the scheduler's sweep needs no settle time of its own.
+    public var leasesUnsettledDeliveries: Bool { true }
 
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
@@ -190,6 +226,34 @@ extension PostgresStore {
                 quietEnd: row.at(11),
                 weekdays: row.at(12)
             )
+        )
+    }
+}
+
+extension PostgresStore: SharedStore {
+    /// Claims and leases this node holds that have not ended, and the pool's load.
+    public func sharedState() async throws -> SharedStoreState {
+        let wall = Date().unixSeconds
+        let usage = poolUsage
+        let counts = try await read { connection in
+            try await connection.rows(
+                """
+                SELECT
+                    (SELECT count(*) FROM schedules
+                        WHERE claimed_by = \(nodeID) AND claimed_until >= \(wall)),
+                    (SELECT count(*) FROM deliveries
+                        WHERE settled_at IS NULL AND leased_by = \(nodeID) AND leased_until >= \(wall))
+                """,
+                logger
+            ).first
+        }
+        return SharedStoreState(
+            database: configuration.redacted,
+            claims: try counts?.at(0, as: Int.self) ?? 0,
+            leases: try counts?.at(1, as: Int.self) ?? 0,
+            poolInUse: usage.inUse,
+            poolWaiting: usage.waiting,
+            poolSize: usage.maximum
         )
     }
 }

@@ -145,7 +145,19 @@ extension PostgresStore {
                 "CREATE INDEX reminders_due ON reminders (fire_at)",
                 "CREATE INDEX reminders_user ON reminders (user_id)",
             ]
-        )
+        ),
+        Migration(
+            version: 2,
+            name: "claims-and-leases",
+            statements: [
+                // A due row a node's scheduler is deciding: other nodes skip it until the claim's time passes.
+                "ALTER TABLE schedules ADD COLUMN claimed_by text, ADD COLUMN claimed_until double precision",
+                // An unsettled delivery a node is pushing: other nodes' sweeps leave it alone until the lease ends.
+                "ALTER TABLE deliveries ADD COLUMN leased_by text, ADD COLUMN leased_until double precision",
+                // For `/inspect` and `/metrics`: a node's claims, found without reading every row of the index.
+                "CREATE INDEX schedules_claimed ON schedules (claimed_by) WHERE claimed_by IS NOT NULL",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

@@ -18,6 +18,9 @@ public final class PostgresStore: BrokerStore {
     public let nodeID: String
     public let configuration: PostgresStoreConfiguration
     private let runner: Task<Void, Never>
+    /// Rings when another node announces a change; `listener` is the task that hears the announcements.
+    let bell = ChangeBell()
+    let listener = Mutex<Task<Void, Never>?>(nil)
     /// Connections in use and callers waiting for one (for `/inspect` and `/metrics`).
     private let usage = Mutex(PoolUsage())
 
@@ -72,10 +75,17 @@ public final class PostgresStore: BrokerStore {
         }
     }
 
-    deinit { runner.cancel() }
+    deinit {
+        listener.withLock { $0?.cancel() }
+        runner.cancel()
+    }
 
     /// Closes the pool's connections; the store is unusable afterwards.
     public func close() async {
+        if let listening = listener.withLock({ $0 }) {
+            listening.cancel()
+            await listening.value
+        }
         runner.cancel()
         await runner.value
     }

@@ -36,6 +36,12 @@ public struct PostgresStoreConfiguration: Sendable, Equatable {
     /// than `lockTimeout`: a stuck database fails a request instead of holding it forever.
     public var statementTimeout: Duration
     public var lockTimeout: Duration
+    /// How long a due row this node's scheduler took stays its own (other nodes skip it); a dead node's claims
+    /// end after this.
+    public var claimTime: Duration = .seconds(120)
+    /// How long an unsettled delivery this node is pushing stays its own; after that another node's sweep pushes
+    /// it again (under the same apns-id and collapse id).
+    public var leaseTime: Duration = .seconds(60)
 
     public init(
         host: String,

@@ -1,0 +1,137 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Engine
+
+/// Several nodes on one PostgreSQL database: due rows are claimed by one node at a time, unsettled deliveries
+/// leased to the node pushing them, and both come free when the node that held them stops renewing them.
+@Suite("Several nodes on one PostgreSQL database", .timeLimit(.minutes(2)))
+struct SharedStoreTests {
+    /// A second node on the fixture's database, with claims and leases of `hold`.
+    func node(_ f: StoreFixture, hold: Duration) async throws -> PostgresStore {
+        var configuration = try StoreFixture.sharedConfiguration(f.location)
+        configuration.claimTime = hold
+        configuration.leaseTime = hold
+        return try await PostgresStore(configuration: configuration, logger: StoreFixture.logger)
+    }
+
+    @Test("A due row one node claimed is skipped by the others until that node commits it or its claim ends")
+    func claims() async throws {
+        let f = try await StoreFixture.make(.postgres)
+        let first = try await node(f, hold: .seconds(60))
+        let second = try await node(f, hold: .seconds(60))
+        let now = Date()
+        // Every user is due (fire time 0: to be planned). The first node takes one.
+        let taken = try await first.dueSchedules(notAfter: now, limit: 1)
+        #expect(taken.count == 1)
+        let rest = try await second.dueSchedules(notAfter: now, limit: 10)
+        #expect(rest.count == 2)
+        #expect(Set(rest.map(\.user)).isDisjoint(with: taken.map(\.user)))
+        // Nothing is left for a third look while both hold their claims; the claimant sees its own again.
+        #expect(try await second.dueSchedules(notAfter: now, limit: 10).map(\.user) == rest.map(\.user))
+        #expect(try await f.store.dueSchedules(notAfter: now, limit: 10).isEmpty)
+        // The first node's next fire time leaves out what the second node holds.
+        #expect(try await first.nextFireTime() == taken.first?.fireAt)
+        // The commit moves the row and releases the claim.
+        let entry = try #require(taken.first)
+        // Whole seconds: a time survives the trip through Unix seconds exactly.
+        let fireAt = Date(timeIntervalSince1970: (now.timeIntervalSince1970 - 1).rounded(.down))
+        let next = PlannedFire(date: try LocalDate(parsing: "2026-11-24"), fireAt: fireAt)
+        _ = try await first.commitSchedules([
+            ScheduleUpdate(
+                tenant: entry.tenant,
+                user: entry.user,
+                expectedFireAt: entry.fireAt,
+                delivery: nil,
+                next: next
+            )
+        ])
+        let again = try await second.dueSchedules(notAfter: now, limit: 10)
+        #expect(again.contains { $0.user == entry.user && $0.fireAt == next.fireAt })
+    }
+
+    @Test("A claim that ends (its node died) lets another node take the row")
+    func expiredClaims() async throws {
+        let f = try await StoreFixture.make(.postgres)
+        let dying = try await node(f, hold: .seconds(1))
+        let survivor = try await node(f, hold: .seconds(60))
+        #expect(try await dying.dueSchedules(notAfter: Date(), limit: 10).count == 3)
+        #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).isEmpty)
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).count == 3)
+    }
+
+    @Test("Deliveries awaiting their push are leased to the node that recorded them; another takes them when it ends")
+    func leases() async throws {
+        let f = try await StoreFixture.make(.postgres)
+        let pushing = try await node(f, hold: .seconds(1))
+        let sweeping = try await node(f, hold: .seconds(60))
+        #expect(pushing.leasesUnsettledDeliveries)
+        let impulse = try ImpulseID("one")
+        let recorded = try await pushing.recordDeliveries(
+            [f.a, f.b].map {
+                NewDelivery(
+                    tenant: f.acme,
+                    user: $0.id,
+                    impulse: impulse,
+                    kind: .manual,
+                    assignedAt: Date(),
+                    awaitsPush: true
+                )
+            }
+        )
+        #expect(recorded.count == 2)
+        let since = Date().addingTimeInterval(-3600)
+        // Being pushed: the other node's sweep leaves them alone.
+        #expect(try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
+        // One is pushed before the lease ends; the other is not (the node died).
+        try await pushing.applyMarks([
+            DeliveryMark(tenant: f.acme, delivery: recorded[0].id, kind: .pushed(apnsID: "x"), at: Date())
+        ])
+        try await Task.sleep(for: .milliseconds(1500))
+        let taken = try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
+        #expect(taken.map(\.id) == [recorded[1].id])
+        // Now the sweeping node holds it: nobody else gets it while it pushes.
+        #expect(try await pushing.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
+        #expect(try await f.count("deliveries WHERE leased_by = '\(sweeping.nodeID)'") == 1)
+    }
+
+    @Test("Two nodes starting together on an empty database migrate it once")
+    func concurrentMigrations() async throws {
+        let url = try await PostgresTestDatabases.make() + "?sslmode=disable&pool=2"
+        let stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    try await PostgresStore(
+                        configuration: try PostgresStoreConfiguration(url: url),
+                        logger: StoreFixture.logger
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(stores.count == 3)
+        for store in stores { #expect(try await store.schemaVersions() == [1, 2]) }
+    }
+
+    @Test("A change on one node wakes the other's change feed follower at once (NOTIFY), not at its next poll")
+    func notifications() async throws {
+        let f = try await StoreFixture.make(.postgres)
+        let listening = try await node(f, hold: .seconds(60))
+        // The first wait starts the listener and returns at once (a change may have come before it listened).
+        await listening.waitForChanges(upTo: .seconds(60))
+        let started = ContinuousClock.now
+        let woken = Task {
+            await listening.waitForChanges(upTo: .seconds(60))
+            return started.duration(to: .now)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await f.store.setPassword(tenant: f.acme, username: "a", passwordHash: "changed"))
+        let waited = await woken.value
+        // Woken by the announcement: long before the minute the wait would otherwise take.
+        #expect(waited < .seconds(30), "\(waited)")
+        #expect(try await listening.changes(after: 0, limit: 100).last?.subject == .credentials(username: "a"))
+        await listening.close()
+    }
+}
