@@ -48,6 +48,8 @@ struct ChangeFeedFollowerTests {
                 authenticator: Authenticator(store: store, cacheTTL: .seconds(1)),
                 ledger: broker.application.ledger,
                 scheduler: nil,
+                tenants: TenantDirectory(store: store, defaultTenant: nil),
+                gateway: nil,
                 interval: .milliseconds(20),
                 retention: .zero,
                 logger: TestBroker.logger
@@ -55,6 +57,35 @@ struct ChangeFeedFollowerTests {
             let running = Task { try await follower.run() }
             defer { running.cancel() }
             #expect(try await eventually(seconds: 10) { try rows() == [tokens[1].rawValue] })
+        }
+    }
+
+    @Test("A tenant's settings changed by another process reach the cached tenant through the feed")
+    func tenantChanges() async throws {
+        try await TestBroker.run { broker in
+            let tenants = TenantDirectory(store: broker.store, defaultTenant: nil)
+            #expect(try await tenants.resolve("acme").pushExpiry == .endOfDay)
+            let follower = ChangeFeedFollower(
+                store: broker.store,
+                authenticator: Authenticator(store: broker.store, cacheTTL: .seconds(1)),
+                ledger: broker.application.ledger,
+                scheduler: nil,
+                tenants: tenants,
+                gateway: nil,
+                interval: .milliseconds(20),
+                retention: .seconds(600),
+                logger: TestBroker.logger
+            )
+            let running = Task { try await follower.run() }
+            defer { running.cancel() }
+            try await Task.sleep(for: .milliseconds(100))  // the follower has read the feed's position
+            // `broker tenant update` in another process: a store of its own on the same file.
+            let admin = try await SQLiteStore(
+                configuration: .init(path: broker.directory + "/broker.sqlite"),
+                logger: TestBroker.logger
+            )
+            try await admin.setPushExpiry(tenant: Fixture.acme, .immediate)
+            #expect(try await eventually(seconds: 10) { try await tenants.resolve("acme").pushExpiry == .immediate })
         }
     }
 }

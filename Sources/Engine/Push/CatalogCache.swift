@@ -19,6 +19,11 @@ final class CatalogCache: Sendable {
         self.ttl = ttl
     }
 
+    /// Drops the tenant's entry (its catalog or settings changed elsewhere): the next push reads them again.
+    func forget(_ id: TenantID) {
+        _ = entries.withLock { $0.removeValue(forKey: id) }
+    }
+
     func tenant(_ id: TenantID) async throws -> Tenant? {
         try await entry(id).tenant
     }

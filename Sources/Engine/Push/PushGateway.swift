@@ -19,6 +19,11 @@ public actor PushGateway {
     /// Tenants and impulses read once a minute, not once per push.
     private let catalog: CatalogCache
 
+    /// A tenant's catalog or settings changed (the change feed): its next pushes read them again.
+    public nonisolated func catalogChanged(tenant: TenantID) {
+        catalog.forget(tenant)
+    }
+
     /// A queued push: the delivery and, when the producer read it ahead, its devices and badge.
     struct Job {
         var delivery: Delivery

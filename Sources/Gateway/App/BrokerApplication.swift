@@ -85,8 +85,9 @@ public func buildApplication(
         )
     }
     let inspector = Inspector(store: store, gateway: push.gateway, transport: push.transport, scheduler: scheduler)
+    let tenants = TenantDirectory(store: store, defaultTenant: configuration.defaultTenant)
     let api = RESTAPI(
-        tenants: TenantDirectory(store: store, defaultTenant: configuration.defaultTenant),
+        tenants: tenants,
         authenticator: authenticator,
         ledger: ledger,
         registry: registry,
@@ -118,6 +119,8 @@ public func buildApplication(
             authenticator: authenticator,
             ledger: ledger,
             scheduler: scheduler,
+            tenants: tenants,
+            gateway: push.gateway,
             interval: configuration.changeFeedInterval,
             retention: .seconds(600),
             logger: logger

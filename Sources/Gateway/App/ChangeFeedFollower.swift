@@ -13,6 +13,8 @@ struct ChangeFeedFollower: Service {
     let authenticator: Authenticator
     let ledger: DeliveryLedger
     let scheduler: Scheduler?
+    let tenants: TenantDirectory
+    let gateway: PushGateway?
     let interval: Duration
     let retention: Duration
     let logger: Logger
@@ -38,7 +40,12 @@ struct ChangeFeedFollower: Service {
                     for change in batch where change.origin != store.nodeID {
                         authenticator.invalidate(change)
                         await ledger.apply(change)
-                        if change.subject == .catalog { await scheduler?.catalogChanged(tenant: change.tenant) }
+                        if change.subject == .catalog {
+                            // A catalog import or a change of the tenant's settings (`tenant update`).
+                            await scheduler?.catalogChanged(tenant: change.tenant)
+                            gateway?.catalogChanged(tenant: change.tenant)
+                            tenants.forget(change.tenant)
+                        }
                     }
                     position = batch.last?.sequence ?? position
                     batch = batch.count == 1000 ? try await store.changes(after: position, limit: 1000) : []

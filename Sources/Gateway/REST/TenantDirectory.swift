@@ -24,6 +24,14 @@ public final class TenantDirectory: Sendable {
         self.negativeTTL = negativeTTL
     }
 
+    /// Drops what is cached of a tenant (its settings changed elsewhere: an admin command, another node).
+    public func forget(_ tenant: TenantID) {
+        state.withLock { state in
+            state.known[tenant.rawValue] = nil
+            state.unknown[tenant.rawValue] = nil
+        }
+    }
+
     /// The tenant for a path segment (or the default tenant for `nil`), or a 404 problem.
     func resolve(_ segment: String?) async throws -> Tenant {
         guard let raw = segment ?? defaultTenant?.rawValue else {
