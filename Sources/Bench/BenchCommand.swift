@@ -15,8 +15,20 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Users due in the same minute (the daily burst).")
     var users = 1_000_000
 
-    @Option(help: "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts, overload.")
-    var scenarios = "burst,rejections,rest,peer,outage,restarts,overload"
+    @Option(
+        help:
+            "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts, overload, postgres (the last only with --database)."
+    )
+    var scenarios = Self.defaultScenarios
+
+    @Option(
+        help:
+            "A PostgreSQL server for the postgres scenario: postgres://user@host:port/database (the user creates and drops a database per run; password in BROKER_DATABASE_PASSWORD)."
+    )
+    var database: String?
+
+    @Option(help: "Node counts the postgres scenario runs the burst with, comma-separated.")
+    var nodes = "1,2"
 
     @Option(help: "Seconds the overload scenario offers twice the REST capacity.")
     var overloadSeconds = 20
@@ -59,6 +71,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run aioapns in the peer scenario (without it: the gateway alone).")
     var peerClient = true
 
+    static let defaultScenarios = "burst,rejections,rest,peer,outage,restarts,overload,postgres"
+
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
 
@@ -87,7 +101,13 @@ struct BenchCommand: AsyncParsableCommand {
             smoke
             ? Size(users: 2000, requests: 2000, peerPushes: 500)
             : Size(users: users, requests: requests, peerPushes: peerPushes)
-        let wanted = Set(scenarios.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        var wanted = Set(scenarios.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        if database == nil {
+            guard scenarios.contains("postgres") == false || scenarios == Self.defaultScenarios else {
+                throw ValidationError("the postgres scenario needs --database postgres://...")
+            }
+            wanted.remove("postgres")
+        }
         let gateway = PushGatewayConfiguration(
             queueCapacityPerTenant: 10_000,
             workers: gatewayWorkers,
@@ -170,6 +190,29 @@ struct BenchCommand: AsyncParsableCommand {
                 work: work + "/restarts"
             )
         }
+        if wanted.contains("postgres"), let database {
+            var runs: [[String: Any]] = []
+            for count in nodes.split(separator: ",").compactMap({ Int($0) }) where count > 0 {
+                runs.append(
+                    try await SharedBurst.run(
+                        server: database,
+                        users: size.users,
+                        nodes: count,
+                        simulator: simulator,
+                        work: work + "/postgres-\(count)"
+                    )
+                )
+            }
+            results["postgres"] = runs
+            func seconds(_ nodes: Int) -> Double? {
+                runs.first { $0["nodes"] as? Int == nodes }?["secondsToLastPush"] as? Double
+            }
+            let sqlite = (results["burst"] as? [String: Any])?["secondsToLastAnswer"] as? Double
+            var against: [String: Any] = [:]
+            if let one = seconds(1), let sqlite { against["oneNode"] = one / sqlite }
+            if let one = seconds(1), let two = seconds(2) { against["twoNodesAgainstOne"] = two / one }
+            results["postgresAgainstSQLite"] = against
+        }
         let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])
         FileHandle.standardOutput.write(data)
         FileHandle.standardOutput.write(Data("\n\n".utf8))
@@ -240,9 +283,11 @@ enum Machine {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
-    /// Peak resident set size of this process since the last reset, in bytes (VmHWM).
-    static func peakRSS() -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+    /// Peak resident set size (VmHWM) of this process since the last reset, or of another process, in bytes; 0
+    /// for a process that is gone.
+    static func peakRSS(pid: Int32? = nil) -> Int {
+        let path = pid.map { "/proc/\($0)/status" } ?? "/proc/self/status"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
             let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
         else { return 0 }

@@ -137,7 +137,7 @@ enum Burst {
 
     /// Plans every row of the due index, as happens the day before in steady state (a new user's row is planned
     /// when the user is created): the timed burst then starts from rows that are due, not rows to plan.
-    static func plan(_ store: SQLiteStore, users: Int, logger: Logger) async throws {
+    static func plan(_ store: any BrokerStore, users: Int, logger: Logger) async throws {
         let planner = Scheduler(
             store: store,
             ledger: DeliveryLedger(store: store),
@@ -153,7 +153,7 @@ enum Burst {
     }
 
     /// A tenant whose users are all due this minute (UTC), one device each, in batches of one transaction.
-    static func seed(_ store: SQLiteStore, users: Int) async throws {
+    static func seed(_ store: any BrokerStore, users: Int) async throws {
         let tenant = try TenantID("bench")
         try await store.createTenant(try Tenant(id: tenant, name: "Bench", defaultTimeZone: "UTC", apnsTopic: topic))
         let areas = LifeArea.allCases

@@ -276,6 +276,23 @@ enum Summary {
                     + "\(restarts["repeats"] ?? 0) repeats (\(number(restarts["repeatsPerThousand"], 1)) per thousand)"
             )
         }
+        for run in results["postgres"] as? [[String: Any]] ?? [] {
+            let peaks = (run["peakRSSBytesPerNode"] as? [Int] ?? []).map { number(Double($0) / 1_048_576) }
+            lines.append(
+                "  postgres, \(run["nodes"] ?? 0) node(s): \(number(run["users"])) users, last push after "
+                    + "\(number(run["secondsToLastPush"], 1)) s, ledger durable after "
+                    + "\(number(run["secondsToLedgerDurable"], 1)) s, peak RSS per node \(peaks.joined(separator: ", ")) MiB, "
+                    + "deliveries per node \(run["deliveriesPerNode"] ?? []), broker CPU per user "
+                    + "\(number(run["brokerCPUMicrosecondsPerUser"], 1)) us"
+            )
+        }
+        if let against = results["postgresAgainstSQLite"] as? [String: Any] {
+            lines.append(
+                "  postgres against sqlite (time to the last push; target <= 2): "
+                    + "\(number(against["oneNode"], 2)) with one node; two nodes against one (target <= 1): "
+                    + "\(number(against["twoNodesAgainstOne"], 2))"
+            )
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -37,6 +37,7 @@ struct ConfigFile: Decodable {
     var stalenessSeconds: Int?
     var spreadSeconds: Int?
     var sweepSeconds: Int?
+    var dispatchBatchSize: Int?
     var claimSeconds: Int?
     var leaseSeconds: Int?
     var repeatDays: Int?
@@ -173,6 +174,7 @@ struct BrokerSettings {
         }
         if schedulerFlag.map({ $0 == "on" }) ?? file.scheduler ?? true {
             scheduler = SchedulerConfiguration(
+                batchSize: try number("BROKER_DISPATCH_BATCH", file.dispatchBatchSize, 500, 1...20_000),
                 staleness: .seconds(
                     try number("BROKER_STALENESS_SECONDS", file.stalenessSeconds, 43_200, 60...604_800)
                 ),

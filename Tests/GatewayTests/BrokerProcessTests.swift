@@ -3,6 +3,7 @@ import Engine
 import Foundation
 import Gateway
 import Synchronization
+import TestSupport
 import Testing
 
 /// Runs the real `broker` executable that `swift test` builds next to the test bundle.
@@ -210,6 +211,41 @@ struct BrokerProcessTests {
         let zero = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(zero.status != 0)
         #expect(zero.error.contains("BROKER_PUSH_BATCH must be within 1...1000"), "\(zero.error)")
+    }
+
+    @Test("database takes a PostgreSQL URL: admin commands use it; a bad URL or an unreadable password file is refused")
+    func postgresDatabase() async throws {
+        let none: String? = nil
+        let folder = TestBroker.temporaryDirectory()
+        let config = folder + "/broker.json"
+        let url = try await PostgresTestDatabases.make() + "?sslmode=disable"
+        try "unused\n".write(toFile: folder + "/password", atomically: true, encoding: .utf8)
+        try Data(
+            #"{"dataDirectory": "\#(folder)/data", "database": "\#(url)", "databasePasswordFile": "\#(folder)/password"}"#
+                .utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let created = try BrokerProcess.run(["tenant", "create", "pg", "--config", config], dataDirectory: none)
+        #expect(created.status == 0, "\(created.error)")
+        #expect(
+            try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none).output.hasPrefix("pg\t")
+        )
+        // Nothing went to a SQLite file: the tenant is in PostgreSQL.
+        #expect(!FileManager.default.fileExists(atPath: folder + "/data/broker.sqlite"))
+        let store = try await PostgresStore(
+            configuration: try PostgresStoreConfiguration(url: url),
+            logger: TestBroker.logger
+        )
+        #expect(try await store.tenants().map(\.id.rawValue) == ["pg"])
+        await store.close()
+
+        try Data(#"{"database": "postgres://db.internal/impulse"}"#.utf8).write(to: URL(fileURLWithPath: config))
+        let noUser = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        #expect(noUser.status != 0 && noUser.error.contains("names no user"), "\(noUser.error)")
+        try Data(#"{"database": "\#(url)", "databasePasswordFile": "\#(folder)/missing"}"#.utf8)
+            .write(to: URL(fileURLWithPath: config))
+        let missing = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        #expect(missing.status != 0)
+        #expect(missing.error.contains("cannot read the database password file"), "\(missing.error)")
     }
 
     @Test("broker demo resumes a seed cut between its users and their devices: every demo user gets a device")

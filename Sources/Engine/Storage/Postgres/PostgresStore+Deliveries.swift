@@ -13,7 +13,8 @@ extension PostgresStore {
 
     /// Inserts assignments with one statement per 5,000 and returns those inserted, in their order: a scheduled
     /// delivery whose (tenant, user, local date) exists already (in the table or earlier in `deliveries`), or
-    /// whose user is not of its tenant, is left out. The caller logs the change.
+    /// whose user or impulse is not of its tenant, is left out (the joins do what foreign keys would, without
+    /// locking the rows they check). The caller logs the change.
     ///
     /// The ids are drawn from the sequence first, so that the rows inserted can be matched to their positions.
     func insert(_ deliveries: [NewDelivery], _ connection: PostgresConnection) async throws -> [Delivery] {
@@ -40,6 +41,7 @@ extension PostgresStore {
                         CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END,
                         CASE WHEN v.awaits THEN \(nodeID) END, CASE WHEN v.awaits THEN \(leaseEnd) END
                     FROM v JOIN users u ON u.id = v.owner AND u.tenant_id = v.tenant
+                    WHERE EXISTS (SELECT 1 FROM impulses i WHERE i.tenant_id = v.tenant AND i.id = v.impulse)
                     ORDER BY v.position
                     ON CONFLICT DO NOTHING
                     RETURNING id
@@ -157,6 +159,13 @@ extension PostgresStore {
             }
         }
         try await write { connection in
+            if taps.isEmpty {
+                // Only the push gateway's outcomes: committed without waiting for the WAL flush, as SQLite's
+                // `synchronous = NORMAL` commits. A database crash may lose the last fraction of a second of them;
+                // those deliveries are then pushed again under the same ids, as after a broker crash. A user's
+                // fetched and read marks wait for the flush.
+                try await connection.run("SET LOCAL synchronous_commit = off", logger)
+            }
             if !pushed.isEmpty {
                 try await connection.run(
                     """

@@ -158,6 +158,18 @@ extension PostgresStore {
                 "CREATE INDEX schedules_claimed ON schedules (claimed_by) WHERE claimed_by IS NOT NULL",
             ]
         ),
+        Migration(
+            version: 3,
+            name: "deliveries-without-foreign-keys",
+            statements: [
+                // Each foreign key check of an inserted delivery locks its user's and impulse's rows (a write): they
+                // doubled the cost of recording a day's deliveries (BENCHMARKS.md, round 16). The insert joins the
+                // user in its tenant, so a delivery cannot name another tenant's user or none; impulses are only
+                // ever inserted or updated, never deleted.
+                "ALTER TABLE deliveries DROP CONSTRAINT deliveries_user_id_fkey",
+                "ALTER TABLE deliveries DROP CONSTRAINT deliveries_tenant_id_impulse_id_fkey",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

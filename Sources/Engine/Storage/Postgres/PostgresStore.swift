@@ -116,7 +116,11 @@ public final class PostgresStore: BrokerStore {
 
     /// Runs `body` on a pooled connection (reads, and single statements that commit on their own).
     func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await withConnection(operation: "read", body)
+        do {
+            return try await withConnection(operation: "read", body)
+        } catch {
+            throw translate(error)
+        }
     }
 
     /// Runs `body` in one transaction: it commits when `body` returns, rolls back when it throws. A deadlock or
@@ -140,6 +144,8 @@ public final class PostgresStore: BrokerStore {
             } catch let error as PSQLError where attempt < 3 && Self.isRetryable(error) {
                 logger.notice("store transaction retried", metadata: ["store.error": "\(Self.describe(error))"])
                 try await Task.sleep(for: .milliseconds(Int64.random(in: 5...50) * Int64(attempt)))
+            } catch {
+                throw translate(error)
             }
         }
     }
@@ -157,23 +163,13 @@ public final class PostgresStore: BrokerStore {
             }
             metrics.storeOperation(operation, duration: started.duration(to: .now))
         }
-        do {
-            return try await client.withConnection { connection in
-                usage.withLock {
-                    $0.waiting -= 1
-                    $0.inUse += 1
-                }
-                leased = true
-                return try await body(connection)
+        return try await client.withConnection { connection in
+            usage.withLock {
+                $0.waiting -= 1
+                $0.inUse += 1
             }
-        } catch let error as EngineError {
-            throw error
-        } catch let error as CancellationError {
-            throw error
-        } catch let error as PSQLError where Self.isRetryable(error) {
-            throw error  // `write` retries it (and translates it when it gives up)
-        } catch {
-            throw translate(error)
+            leased = true
+            return try await body(connection)
         }
     }
 
@@ -182,7 +178,10 @@ public final class PostgresStore: BrokerStore {
         return state == "40001" || state == "40P01"
     }
 
-    func translate(_ error: any Error) -> EngineError {
+    /// An ``EngineError`` for any failure (cancellation passes through): unique and foreign keys become
+    /// `conflict` and `notFound`; anything else is logged (SQLSTATE and message, no SQL) and becomes `storage`.
+    func translate(_ error: any Error) -> any Error {
+        if error is EngineError || error is CancellationError { return error }
         if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] {
             switch state {
             case "23505": return EngineError(.conflict, "the record already exists")
