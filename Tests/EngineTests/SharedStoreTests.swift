@@ -175,3 +175,75 @@ struct PostgresURLTests {
         }
     }
 }
+
+/// The cluster's role `broker_secret` logs in only over TLS with its password (`scripts/postgres-cluster`).
+@Suite("PostgreSQL over TLS, with a password", .timeLimit(.minutes(2)))
+struct PostgresTLSTests {
+    /// The test cluster's URL for `broker_secret` on a new database it owns, at `host`, with `query`.
+    func url(host: String = "localhost", _ query: String) async throws -> String {
+        var components = try #require(
+            URLComponents(string: try await PostgresTestDatabases.make(owner: "broker_secret"))
+        )
+        components.user = "broker_secret"
+        components.host = host
+        return (components.string ?? "") + "?" + query
+    }
+
+    func open(_ url: String, password: String?) async throws -> PostgresStore {
+        var configuration = try PostgresStoreConfiguration(url: url)
+        configuration.password = password
+        configuration.connectTimeout = .seconds(3)
+        return try await PostgresStore(configuration: configuration, logger: StoreFixture.logger)
+    }
+
+    @Test("verify-full against the server's certificate, with the password: the store opens and works")
+    func verified() async throws {
+        let ca = try PostgresTestDatabases.certificate()
+        let store = try await open(
+            try await url("sslmode=verify-full&sslrootcert=\(ca)"),
+            password: try PostgresTestDatabases.secretPassword()
+        )
+        try await store.createTenant(try Tenant(id: TenantID("tls"), name: "TLS", apnsTopic: "t"))
+        #expect(try await store.tenants().map(\.id.rawValue) == ["tls"])
+        await store.close()
+    }
+
+    @Test("require encrypts without checking the certificate")
+    func required() async throws {
+        let store = try await open(
+            try await url("sslmode=require"),
+            password: try PostgresTestDatabases.secretPassword()
+        )
+        #expect(try await store.schemaVersions().count == PostgresStore.migrations.count)
+        await store.close()
+    }
+
+    @Test(
+        "No TLS, a certificate no root vouches for, the wrong host name or the wrong password: refused with the reason, never the password",
+        arguments: ["plain", "untrusted", "hostname", "password"]
+    )
+    func refused(_ case: String) async throws {
+        let password = try PostgresTestDatabases.secretPassword()
+        let ca = try PostgresTestDatabases.certificate()
+        let (url, given, reason): (String, String, String) =
+            switch `case` {
+            case "plain": (try await url("sslmode=disable"), password, "28000")  // pg_hba rejects it
+            case "untrusted": (try await url("sslmode=verify-full"), password, "sslError")
+            case "hostname":
+                // The certificate names localhost, not the address it listens on.
+                (
+                    try await url(host: "127.0.0.1", "sslmode=verify-full&sslrootcert=\(ca)"), password,
+                    "failedToValidateHostname"
+                )
+            default: (try await url("sslmode=verify-full&sslrootcert=\(ca)"), "wrong-" + password, "28P01")
+            }
+        do {
+            let store = try await open(url, password: given)
+            await store.close()
+            Issue.record("\(`case`): the store opened")
+        } catch let error as EngineError {
+            #expect(error.message.contains(reason), "\(error.message)")
+            #expect(!error.message.contains(password))
+        }
+    }
+}

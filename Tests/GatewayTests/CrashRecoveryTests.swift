@@ -20,43 +20,16 @@ struct CrashRecoveryTests {
     )
     func killDuringDispatch() async throws {
         let data = TestBroker.temporaryDirectory()
-        let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
         // Few streams and a small delay per answer make the burst last seconds, so the kill lands inside it.
-        let simulator = try RunningBroker([
-            "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
-            "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--max-streams", "16", "--log-level",
-            "error",
-        ])
-        defer { _ = simulator.stop() }
-        let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
-        var simulatorTLS = TLSConfiguration.makeClientConfiguration()
-        simulatorTLS.trustRoots = .file(data + "/sim/tls/self-signed.crt")
-        let control = try await HTTP2ClientConnection.connect(
-            host: "127.0.0.1",
-            port: simulatorPort,
-            tls: simulatorTLS,
-            serverHostname: "localhost"
-        )
-        func call(_ method: String, _ path: String, _ body: String? = nil) async throws -> HTTP2Message {
-            try await control.send(
-                [
-                    HTTP2Header(":method", method), HTTP2Header(":scheme", "https"), HTTP2Header(":path", path),
-                    HTTP2Header(":authority", "localhost"), RunningBroker.controlAuthorization,
-                ],
-                body: body.map { ByteBuffer(string: $0) },
-                deadline: .seconds(30)
-            )
-        }
+        let simulator = try await SimulatorUnderTest.start(data: data)
+        defer { simulator.stop() }
         // APNs answers after 100 ms, and the broker keeps at most 500 pushes in flight: the burst takes two seconds
         // or more, so the kill lands inside it even when the suite's other tests load the machine.
-        #expect(try await call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 100}"#).status == 204)
+        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 100}"#).status == 204)
 
         let config = """
             {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0, "pushesInFlight": 500,
-             "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
-                      "trustRoots": "\(data)/sim/tls/self-signed.crt",
-                      "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
+             "apns": \(simulator.apnsConfiguration)}
             """
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let tokens = try await seed(directory: data + "/broker")
@@ -120,14 +93,7 @@ struct CrashRecoveryTests {
                 $0["impulse-\($1["id"] as Int64)"] = $1["user_id"]
             }
         }
-        var pushes: [[String: Any]] = []
-        while true {
-            let listing = try await call("GET", "/_simulator/accepted?offset=\(pushes.count)&limit=1000")
-            let json = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
-            let page = try #require(json?["pushes"] as? [[String: Any]])
-            if page.isEmpty { break }
-            pushes += page
-        }
+        let pushes = try await simulator.acceptedPushes()
         var perDelivery: [String: Int] = [:]
         for push in pushes {
             let collapse = push["collapseID"] as? String ?? "none"
@@ -139,7 +105,6 @@ struct CrashRecoveryTests {
         #expect(pushes.count >= Self.users)
         // Resends happen only for deliveries whose outcome the killed run had not written.
         #expect(pushes.count - Self.users <= Self.users - pushedAtKill)
-        await control.close()
     }
 
     @Test("SIGTERM while APNs is unreachable: the broker exits cleanly and every unpushed delivery stays unsettled")

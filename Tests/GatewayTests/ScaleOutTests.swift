@@ -1,5 +1,4 @@
 import AsyncHTTPClient
-import Crypto
 import Engine
 import Foundation
 import Gateway
@@ -59,36 +58,11 @@ struct ScaleOutTests {
     )
     func killOneOfThree() async throws {
         let data = TestBroker.temporaryDirectory()
-        let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
-        let simulator = try RunningBroker([
-            "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
-            "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--max-streams", "16", "--log-level",
-            "error",
-        ])
-        defer { _ = simulator.stop() }
-        let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
-        var simulatorTLS = TLSConfiguration.makeClientConfiguration()
-        simulatorTLS.trustRoots = .file(data + "/sim/tls/self-signed.crt")
-        let control = try await HTTP2ClientConnection.connect(
-            host: "127.0.0.1",
-            port: simulatorPort,
-            tls: simulatorTLS,
-            serverHostname: "localhost"
-        )
-        func call(_ method: String, _ path: String, _ body: String? = nil) async throws -> HTTP2Message {
-            try await control.send(
-                [
-                    HTTP2Header(":method", method), HTTP2Header(":scheme", "https"), HTTP2Header(":path", path),
-                    HTTP2Header(":authority", "localhost"), RunningBroker.controlAuthorization,
-                ],
-                body: body.map { ByteBuffer(string: $0) },
-                deadline: .seconds(30)
-            )
-        }
+        let simulator = try await SimulatorUnderTest.start(data: data)
+        defer { simulator.stop() }
         // APNs answers after 50 ms and each node keeps at most 300 pushes in flight: the burst lasts seconds, so
         // the kill lands inside it.
-        #expect(try await call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 50}"#).status == 204)
+        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 50}"#).status == 204)
 
         let url = try await PostgresTestDatabases.make()
         // The password comes from a file, as an operator would keep it (trust authentication ignores it here).
@@ -99,9 +73,7 @@ struct ScaleOutTests {
                  "databasePasswordFile": "\(data)/db-password",
                  "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "adminToken": "t0ken", "logLevel": "notice",
                  "spreadSeconds": 0, "pushesInFlight": 300, "claimSeconds": 5, "leaseSeconds": 5, "sweepSeconds": 2,
-                 "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
-                          "trustRoots": "\(data)/sim/tls/self-signed.crt",
-                          "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
+                 "apns": \(simulator.apnsConfiguration)}
                 """
             try config.write(toFile: data + "/node\(node).json", atomically: true, encoding: .utf8)
         }
@@ -172,14 +144,7 @@ struct ScaleOutTests {
         for row in try await probe.rows("SELECT id::text, user_id::text, apns_id FROM deliveries") {
             owners["impulse-\(row[0])"] = (Int64(row[1]) ?? 0, row[2])
         }
-        var pushes: [[String: Any]] = []
-        while true {
-            let listing = try await call("GET", "/_simulator/accepted?offset=\(pushes.count)&limit=1000")
-            let json = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
-            let page = try #require(json?["pushes"] as? [[String: Any]])
-            if page.isEmpty { break }
-            pushes += page
-        }
+        let pushes = try await simulator.acceptedPushes()
         var apnsIDs: [String: Set<String>] = [:]
         for push in pushes {
             let collapse = push["collapseID"] as? String ?? "none"
@@ -192,6 +157,5 @@ struct ScaleOutTests {
         #expect(apnsIDs.allSatisfy { owners[$0.key]?.apnsID == $0.value.first })
         let repeats = pushes.count - Self.users
         #expect(repeats <= Self.users - pushedAtKill)
-        await control.close()
     }
 }

@@ -20,9 +20,19 @@ public enum PostgresTestDatabases {
         return url
     }
 
-    /// Creates an empty database and returns its `postgres://` URL. The cluster is removed after the run, and its
-    /// databases with it.
-    public static func make() async throws -> String {
+    /// The cluster's TLS certificate (for `sslrootcert`) and the password of its role `broker_secret`, which logs in
+    /// only over TLS and with that password.
+    public static func certificate() throws -> String { try variable("BROKER_TEST_POSTGRES_CA") }
+    public static func secretPassword() throws -> String { try variable("BROKER_TEST_POSTGRES_PASSWORD") }
+
+    private static func variable(_ name: String) throws -> String {
+        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else { throw Missing() }
+        return value
+    }
+
+    /// Creates an empty database (owned by `owner`, the cluster's superuser by default) and returns its
+    /// `postgres://` URL. The cluster is removed after the run, and its databases with it.
+    public static func make(owner: String? = nil) async throws -> String {
         let cluster = try clusterURL()
         guard let components = URLComponents(string: cluster), let host = components.host,
             let user = components.user
@@ -40,7 +50,10 @@ public enum PostgresTestDatabases {
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         do {
             // CREATE DATABASE takes no parameters; the name is made here, of hex digits only.
-            try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+            try await connection.query(
+                "CREATE DATABASE \(unescaped: name)\(unescaped: owner.map { " OWNER \($0)" } ?? "")",
+                logger: logger
+            )
         } catch {
             try? await connection.close()
             throw error

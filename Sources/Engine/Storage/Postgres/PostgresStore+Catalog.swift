@@ -6,7 +6,7 @@ extension PostgresStore {
         guard impulses.allSatisfy({ $0.tenant == tenant }) else {
             throw EngineError(.invalidInput, "every impulse of an import must belong to the importing tenant")
         }
-        return try await write { connection in
+        return try await write { [self] connection in
             var inserted = 0
             // One row at a time: an import may name an impulse twice (the later one wins, as in SQLite), which
             // one multi-row upsert refuses. Catalogs are small and imported rarely.
@@ -45,7 +45,7 @@ extension PostgresStore {
         """
 
     public func impulses(tenant: TenantID) async throws -> [Impulse] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.impulseColumns) FROM impulses WHERE tenant_id = \(tenant.rawValue)
@@ -57,7 +57,7 @@ extension PostgresStore {
     }
 
     public func impulse(tenant: TenantID, id: ImpulseID) async throws -> Impulse? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.impulseColumns) FROM impulses

@@ -12,7 +12,7 @@ extension PostgresStore {
     public static let changeChannel = "broker_changes"
 
     public func changes(after sequence: Int64, limit: Int) async throws -> [StoreChange] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT seq, tenant_id, kind, subject, origin FROM changes WHERE seq > \(sequence)
@@ -32,13 +32,13 @@ extension PostgresStore {
     }
 
     public func latestChangeSequence() async throws -> Int64 {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows("SELECT COALESCE(MAX(seq), 0)::bigint FROM changes", logger).first?.at(0) ?? 0
         }
     }
 
     public func pruneChanges(before date: Date) async throws -> Int {
-        try await write { connection in
+        try await write { [self] connection in
             try await connection.run("DELETE FROM changes WHERE at < \(date.unixSeconds) RETURNING 1", logger)
         }
     }

@@ -82,7 +82,7 @@ extension PostgresStore {
 
     /// Whether the database holds any tenant, user or delivery.
     public func isEmpty() async throws -> Bool {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT NOT (EXISTS (SELECT 1 FROM tenants) OR EXISTS (SELECT 1 FROM users)
@@ -100,7 +100,8 @@ extension PostgresStore {
         if !replace, try await !isEmpty() {
             throw EngineError(.conflict, "the target database is not empty (use --replace to empty it first)")
         }
-        return try await write { connection in
+        // One transaction for everything: a million users take minutes, hence an hour's deadline.
+        return try await write(deadline: .seconds(3600)) { [self] connection in
             if replace {
                 try await connection.run(
                     "TRUNCATE \(unescaped: Self.copiedTables.map(\.name).joined(separator: ", ")), changes",

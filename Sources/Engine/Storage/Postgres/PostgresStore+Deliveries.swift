@@ -4,7 +4,7 @@ import PostgresNIO
 extension PostgresStore {
     public func recordDeliveries(_ deliveries: [NewDelivery]) async throws -> [Delivery] {
         guard !deliveries.isEmpty else { return [] }
-        return try await write { connection in
+        return try await write { [self] connection in
             let recorded = try await self.insert(deliveries, connection)
             try await self.logLedgerChanges(connection, recorded)
             return recorded
@@ -84,7 +84,7 @@ extension PostgresStore {
         before: DeliveryID?,
         limit: Int
     ) async throws -> [DeliveredImpulse] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 \(unescaped: Self.deliveredImpulseSelect)
@@ -98,7 +98,7 @@ extension PostgresStore {
     }
 
     public func deliveredImpulse(tenant: TenantID, user: UserID, impulse: ImpulseID) async throws -> DeliveredImpulse? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 \(unescaped: Self.deliveredImpulseSelect)
@@ -112,7 +112,7 @@ extension PostgresStore {
     }
 
     public func unreadCount(tenant: TenantID, user: UserID) async throws -> Int {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT count(*) FROM deliveries
@@ -124,7 +124,7 @@ extension PostgresStore {
     }
 
     public func deliveryCounts(tenant: TenantID) async throws -> [UserID: Int] {
-        try await read { connection in
+        try await read { [self] connection in
             var counts: [UserID: Int] = [:]
             for row in try await connection.rows(
                 "SELECT user_id, count(*) FROM deliveries WHERE tenant_id = \(tenant.rawValue) GROUP BY user_id",
@@ -158,7 +158,9 @@ extension PostgresStore {
             case .fetched, .read: taps.append(mark)
             }
         }
-        try await write { connection in
+        let (pushedMarks, settledMarks, userMarks) = (pushed, settled, taps)
+        try await write { [self] connection in
+            let (pushed, settled, taps) = (pushedMarks, settledMarks, userMarks)
             if taps.isEmpty {
                 // Only the push gateway's outcomes: committed without waiting for the WAL flush, as SQLite's
                 // `synchronous = NORMAL` commits. A database crash may lose the last fraction of a second of them;
@@ -220,7 +222,7 @@ extension PostgresStore {
     }
 
     public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {
-        try await write { connection in
+        try await write { [self] connection in
             let count = try await connection.run(
                 """
                 DELETE FROM deliveries WHERE tenant_id = \(tenant.rawValue) AND user_id = \(user.rawValue)

@@ -14,7 +14,7 @@ extension PostgresStore {
         let distinct = devices.allSatisfy {
             keys.insert("\($0.tenant.rawValue)\u{0}\($0.topic)\u{0}\($0.token.rawValue)").inserted
         }
-        return try await write { connection in
+        return try await write { [self] connection in
             var registrations: [DeviceRegistration] = []
             registrations.reserveCapacity(devices.count)
             let size = distinct ? 5000 : 1
@@ -80,7 +80,7 @@ extension PostgresStore {
         token: DeviceToken,
         owner: UserID
     ) async throws -> Bool {
-        try await write { connection in
+        try await write { [self] connection in
             try await connection.run(
                 """
                 DELETE FROM devices
@@ -96,7 +96,7 @@ extension PostgresStore {
     static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"
 
     public func devices(tenant: TenantID, owner: UserID) async throws -> [Device] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.deviceColumns) FROM devices
@@ -109,7 +109,7 @@ extension PostgresStore {
     }
 
     public func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.deviceColumns) FROM devices
@@ -126,7 +126,7 @@ extension PostgresStore {
     public func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool] {
         guard !verdicts.isEmpty else { return [] }
         let distinct = Set(verdicts.map(\.token)).count == verdicts.count
-        return try await write { connection in
+        return try await write { [self] connection in
             var changed = [Bool](repeating: false, count: verdicts.count)
             let groups = distinct ? [Array(verdicts.indices)] : verdicts.indices.map { [$0] }
             for group in groups {
@@ -180,7 +180,7 @@ extension PostgresStore {
     public func purgeRemovedDevices(before date: Date) async throws -> Int {
         var purged = 0
         while true {
-            let deleted = try await write { connection in
+            let deleted = try await write { [self] connection in
                 try await connection.run(
                     """
                     DELETE FROM devices WHERE ctid IN (

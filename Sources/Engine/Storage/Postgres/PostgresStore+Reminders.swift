@@ -9,7 +9,7 @@ extension PostgresStore {
         at fireAt: Date,
         maximumPending: Int
     ) async throws -> Reminder {
-        try await write { connection in
+        try await write { [self] connection in
             // The user's schedule row is locked first: two requests of the same user on two nodes count in turn.
             try await connection.run(
                 "SELECT 1 FROM schedules WHERE user_id = \(user.rawValue) AND tenant_id = \(tenant.rawValue) FOR UPDATE",
@@ -49,7 +49,7 @@ extension PostgresStore {
     static let reminderColumns = "id, tenant_id, user_id, impulse_id, fire_at, created_at"
 
     public func reminders(tenant: TenantID, user: UserID) async throws -> [Reminder] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.reminderColumns) FROM reminders
@@ -61,7 +61,7 @@ extension PostgresStore {
     }
 
     public func deleteReminder(tenant: TenantID, user: UserID, id: Int64) async throws -> Bool {
-        try await write { connection in
+        try await write { [self] connection in
             try await connection.run(
                 """
                 DELETE FROM reminders WHERE id = \(id) AND user_id = \(user.rawValue) AND tenant_id = \(tenant.rawValue)
@@ -73,7 +73,7 @@ extension PostgresStore {
     }
 
     public func dueReminders(notAfter now: Date, limit: Int) async throws -> [Reminder] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.reminderColumns) FROM reminders WHERE fire_at <= \(now.unixSeconds)
@@ -88,7 +88,7 @@ extension PostgresStore {
     /// node fired first (or a retry of this batch) is gone, and records nothing.
     public func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery] {
         guard !reminders.isEmpty else { return [] }
-        return try await write { connection in
+        return try await write { [self] connection in
             let deleted = Set(
                 try await connection.rows(
                     "DELETE FROM reminders WHERE id = ANY(\(reminders.map(\.id))) RETURNING id",

@@ -15,7 +15,7 @@ extension PostgresStore {
     /// the daily key hold even when two nodes decide the same row.
     public func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry] {
         let wall = Date().unixSeconds
-        return try await read { connection in
+        return try await read { [self] connection in
             try await connection.rows(
                 """
                 WITH picked AS (
@@ -41,7 +41,7 @@ extension PostgresStore {
     }
 
     public func scheduleEntry(tenant: TenantID, user: UserID) async throws -> ScheduleEntry? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.scheduleEntryColumns)
@@ -56,7 +56,7 @@ extension PostgresStore {
     /// The earliest fire time of a row no other node has claimed, or of a reminder.
     public func nextFireTime() async throws -> Date? {
         let wall = Date().unixSeconds
-        return try await read { connection in
+        return try await read { [self] connection in
             let row = try await connection.rows(
                 """
                 SELECT LEAST(
@@ -78,7 +78,7 @@ extension PostgresStore {
     ) async throws -> [UserID: SelectionHistory] {
         guard !users.isEmpty else { return [:] }
         let ids = users.map(\.rawValue)
-        return try await read { connection in
+        return try await read { [self] connection in
             var histories = [UserID: SelectionHistory](
                 uniqueKeysWithValues: users.map { ($0, SelectionHistory()) }
             )
@@ -115,7 +115,7 @@ extension PostgresStore {
         guard !updates.isEmpty else { return [] }
         var users = Set<Int64>(minimumCapacity: updates.count)
         let distinct = updates.allSatisfy { users.insert($0.user.rawValue).inserted }
-        return try await write { connection in
+        return try await write { [self] connection in
             let recorded = try await self.insert(updates.compactMap(\.delivery), connection)
             let groups = distinct ? [updates[...]] : updates.map { [$0][...] }
             for group in groups {
@@ -154,7 +154,7 @@ extension PostgresStore {
         limit: Int
     ) async throws -> [Delivery] {
         let wall = Date().unixSeconds
-        return try await read { connection in
+        return try await read { [self] connection in
             try await connection.rows(
                 """
                 WITH picked AS (
@@ -179,7 +179,7 @@ extension PostgresStore {
 
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
-        return try await read { connection in
+        return try await read { [self] connection in
             var targets = [UserID: PushTarget](minimumCapacity: users.count)
             for user in users { targets[user] = PushTarget(devices: [], unreadCount: 0) }
             for row in try await connection.rows(
@@ -235,7 +235,7 @@ extension PostgresStore: SharedStore {
     public func sharedState() async throws -> SharedStoreState {
         let wall = Date().unixSeconds
         let usage = poolUsage
-        let counts = try await read { connection in
+        let counts = try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT

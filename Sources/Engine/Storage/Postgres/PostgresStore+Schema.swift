@@ -175,7 +175,7 @@ extension PostgresStore {
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held
     /// by this connection: a node starting beside another waits for it and then finds nothing left to do.
     func migrate() async throws {
-        try await read { connection in
+        try await withConnection(operation: "write") { [self] connection in
             try await connection.run("SELECT pg_advisory_lock(\(Self.migrationLock))", logger)
             do {
                 try await connection.run(
@@ -229,7 +229,7 @@ extension PostgresStore {
 
     /// The schema versions applied, oldest first (for tests and `/inspect`).
     public func schemaVersions() async throws -> [Int] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows("SELECT version FROM broker_migrations ORDER BY version", logger).map {
                 try $0.at(0, as: Int.self)
             }

@@ -3,7 +3,7 @@ import PostgresNIO
 
 extension PostgresStore {
     public func createTenant(_ tenant: Tenant) async throws {
-        _ = try await write { connection in
+        _ = try await write { [self] connection in
             try await connection.run(
                 """
                 INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
@@ -23,7 +23,7 @@ extension PostgresStore {
         """
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 "SELECT \(unescaped: Self.tenantColumns) FROM tenants WHERE id = \(id.rawValue)",
                 logger
@@ -32,7 +32,7 @@ extension PostgresStore {
     }
 
     public func tenants() async throws -> [Tenant] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 "SELECT \(unescaped: Self.tenantColumns) FROM tenants ORDER BY id COLLATE \"C\"",
                 logger
@@ -42,7 +42,7 @@ extension PostgresStore {
     }
 
     public func setPushExpiry(tenant: TenantID, _ expiry: PushExpiry) async throws {
-        try await write { connection in
+        try await write { [self] connection in
             let changed = try await connection.run(
                 "UPDATE tenants SET push_expiry = \(expiry.rawValue) WHERE id = \(tenant.rawValue) RETURNING 1",
                 logger
@@ -60,7 +60,7 @@ extension PostgresStore {
     /// them) with two statements per 5,000 users, in one transaction.
     public func createUsers(_ users: [NewUser]) async throws -> [User] {
         guard !users.isEmpty else { return [] }
-        return try await write { connection in
+        return try await write { [self] connection in
             let now = Date().unixSeconds
             var created: [User] = []
             created.reserveCapacity(users.count)
@@ -125,7 +125,7 @@ extension PostgresStore {
         """
 
     public func user(tenant: TenantID, username: String) async throws -> User? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.userColumns) FROM users
@@ -137,7 +137,7 @@ extension PostgresStore {
     }
 
     public func user(tenant: TenantID, id: UserID) async throws -> User? {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.userColumns) FROM users
@@ -149,7 +149,7 @@ extension PostgresStore {
     }
 
     public func users(tenant: TenantID) async throws -> [User] {
-        try await read { connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.userColumns) FROM users WHERE tenant_id = \(tenant.rawValue)
@@ -161,7 +161,7 @@ extension PostgresStore {
     }
 
     public func setPassword(tenant: TenantID, username: String, passwordHash: String) async throws -> Bool {
-        try await write { connection in
+        try await write { [self] connection in
             let changed = try await connection.run(
                 """
                 UPDATE users SET password_hash = \(passwordHash)
@@ -176,7 +176,7 @@ extension PostgresStore {
     }
 
     public func setEnabled(tenant: TenantID, username: String, enabled: Bool) async throws -> Bool {
-        try await write { connection in
+        try await write { [self] connection in
             let ids = try await connection.rows(
                 """
                 UPDATE users SET enabled = \(enabled)
@@ -203,7 +203,7 @@ extension PostgresStore {
         language: String?,
         preferences: DeliveryPreferences
     ) async throws {
-        try await write { connection in
+        try await write { [self] connection in
             let changed = try await connection.run(
                 """
                 UPDATE users SET language = \(language), time_zone = \(preferences.timeZone),
@@ -227,7 +227,7 @@ extension PostgresStore {
     }
 
     public func setLifeAreas(tenant: TenantID, user: UserID, scores: LifeAreaScores) async throws {
-        try await write { connection in
+        try await write { [self] connection in
             let changed = try await connection.run(
                 """
                 UPDATE users SET life_areas = \(StoredForm.encodeScores(scores))

@@ -68,11 +68,55 @@ public final class PostgresStore: BrokerStore {
         // out (the last marks, the unsettled pushes); `shutdown()` ends it after them.
         self.runner = Task { await client.run() }
         do {
-            try await migrate()
+            try await opening()
         } catch {
             runner.cancel()
             throw error
         }
+    }
+
+    /// Connects once on its own, so that a database that cannot be reached, or that refuses the login or the TLS
+    /// handshake, fails the start with its reason (the pool would keep trying while its caller waits); then
+    /// migrates through the pool. Within `connectTimeout` three times over.
+    private func opening() async throws {
+        let limit = configuration.connectTimeout * 3
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await self.probe()
+                try await self.migrate()
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw EngineError(.storage, "no connection to \(self.configuration.redacted) within \(limit)")
+            }
+            defer { group.cancelAll() }
+            do {
+                try await group.next()
+            } catch let error as EngineError {
+                throw error
+            } catch {
+                throw EngineError(.storage, "cannot open \(configuration.redacted): \(Self.describe(error))")
+            }
+        }
+    }
+
+    /// One connection outside the pool, closed at once.
+    private func probe() async throws {
+        let settings = try Self.tlsSettings(configuration)
+        var probe = PostgresConnection.Configuration(
+            host: configuration.host,
+            port: configuration.port,
+            username: configuration.username,
+            password: configuration.password,
+            database: configuration.database,
+            tls: try settings.map { mode, tls in
+                let context = try NIOSSLContext(configuration: tls)
+                return mode == .prefer ? .prefer(context) : .require(context)
+            } ?? .disable
+        )
+        probe.options.connectTimeout = .seconds(configuration.connectTimeout.components.seconds)
+        let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+        try await connection.close()
     }
 
     deinit {
@@ -93,29 +137,29 @@ public final class PostgresStore: BrokerStore {
     public var poolUsage: PoolUsage { usage.withLock { $0 } }
 
     private static func tls(_ configuration: PostgresStoreConfiguration) throws -> PostgresClient.Configuration.TLS {
+        guard let (mode, tls) = try tlsSettings(configuration) else { return .disable }
+        return mode == .prefer ? .prefer(tls) : .require(tls)
+    }
+
+    /// nil for `disable`; otherwise whether TLS is preferred or required, and how the certificate is checked.
+    private static func tlsSettings(
+        _ configuration: PostgresStoreConfiguration
+    ) throws -> (PostgresStoreConfiguration.TLSMode, TLSConfiguration)? {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let roots = configuration.rootCertificates { tls.trustRoots = .file(roots) }
         switch configuration.tls {
-        case .disable: return .disable
-        case .prefer:
-            tls.certificateVerification = .none
-            return .prefer(tls)
-        case .require:
-            tls.certificateVerification = .none
-            return .require(tls)
-        case .verifyCA:
-            tls.certificateVerification = .noHostnameVerification
-            return .require(tls)
-        case .verifyFull:
-            tls.certificateVerification = .fullVerification
-            return .require(tls)
+        case .disable: return nil
+        case .prefer, .require: tls.certificateVerification = .none
+        case .verifyCA: tls.certificateVerification = .noHostnameVerification
+        case .verifyFull: tls.certificateVerification = .fullVerification
         }
+        return (configuration.tls, tls)
     }
 
     // MARK: Running statements
 
     /// Runs `body` on a pooled connection (reads, and single statements that commit on their own).
-    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await withConnection(operation: "read", body)
         } catch {
@@ -125,19 +169,22 @@ public final class PostgresStore: BrokerStore {
 
     /// Runs `body` in one transaction: it commits when `body` returns, rolls back when it throws. A deadlock or
     /// serialization failure (two nodes writing the same rows in different orders) is retried up to twice.
-    func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func write<T: Sendable>(
+        deadline: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await withConnection(operation: "write") { connection in
-                    try await connection.query("BEGIN", logger: logger)
+                return try await withConnection(operation: "write", deadline: deadline) { connection in
+                    try await connection.query("BEGIN", logger: self.logger)
                     do {
                         let value = try await body(connection)
-                        try await connection.query("COMMIT", logger: logger)
+                        try await connection.query("COMMIT", logger: self.logger)
                         return value
                     } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        _ = try? await connection.query("ROLLBACK", logger: self.logger)
                         throw error
                     }
                 }
@@ -150,9 +197,32 @@ public final class PostgresStore: BrokerStore {
         }
     }
 
-    private func withConnection<T: Sendable>(
+    /// Runs `body` on a pooled connection within `deadline` (by default the statement timeout plus the connect
+    /// timeout): waiting for a connection while the database is unreachable, or for an answer that a lost network
+    /// never brings, ends in an error the caller backs off from, not in a wait without end.
+    func withConnection<T: Sendable>(
         operation: String,
-        _ body: (PostgresConnection) async throws -> T
+        deadline: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let limit = deadline ?? configuration.statementTimeout + configuration.connectTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await self.leased(operation: operation, body) }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw EngineError(.storage, "the database did not answer within \(limit)")
+            }
+            return value
+        }
+    }
+
+    private func leased<T: Sendable>(
+        operation: String,
+        _ body: @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let started = ContinuousClock.now
         usage.withLock { $0.waiting += 1 }
@@ -199,7 +269,8 @@ public final class PostgresStore: BrokerStore {
             if let state = error.serverInfo?[.sqlState] {
                 return "PostgreSQL \(state): \(error.serverInfo?[.message] ?? "")"
             }
-            return "PostgreSQL client: \(error.code)"
+            // The client's own failures (connection, TLS, authentication) and what caused them: no statement.
+            return "PostgreSQL client: \(error.code)" + (error.underlying.map { " (\($0))" } ?? "")
         }
         return String(describing: type(of: error))
     }
