@@ -5,9 +5,12 @@ import Testing
 
 @Suite("Push end to end", .timeLimit(.minutes(2)))
 struct EndToEndPushTests {
-    @Test("Register through REST, send from /SendPush, the simulator records the push, the app fetches the impulse")
-    func endToEnd() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "Register through REST, send from /SendPush, the simulator records the push, the app fetches the impulse",
+        arguments: TestDatabase.allCases
+    )
+    func endToEnd(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let token = String(repeating: "c0ffee", count: 8) + "00112233445566778899aabbccddeeff"
             let registered = try await broker.send(
                 .POST,
@@ -62,9 +65,9 @@ struct EndToEndPushTests {
         }
     }
 
-    @Test("A tenant that asks for it gets apns-expiration 0: APNs tries once")
-    func immediateExpiry() async throws {
-        try await TestBroker.run { broker in
+    @Test("A tenant that asks for it gets apns-expiration 0: APNs tries once", arguments: TestDatabase.allCases)
+    func immediateExpiry(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             try await broker.store.setPushExpiry(tenant: Fixture.acme, .immediate)
             let token = String(repeating: "ab", count: 32)
             let registered = try await broker.send(
@@ -80,9 +83,12 @@ struct EndToEndPushTests {
         }
     }
 
-    @Test("A token APNs reports unregistered after its registration is removed; one registered later is kept")
-    func unregisteredTokens() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "A token APNs reports unregistered after its registration is removed; one registered later is kept",
+        arguments: TestDatabase.allCases
+    )
+    func unregisteredTokens(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let simulator = try #require(broker.application.simulator)
             let stale = String(repeating: "aa", count: 32)
             let fresh = String(repeating: "bb", count: 32)
@@ -106,9 +112,12 @@ struct EndToEndPushTests {
         }
     }
 
-    @Test("SendPush is for admins; its commands fill, clear, arm a failure and set a token; output is escaped")
-    func adminCommands() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "SendPush is for admins; its commands fill, clear, arm a failure and set a token; output is escaped",
+        arguments: TestDatabase.allCases
+    )
+    func adminCommands(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             #expect(try await broker.send(.GET, "/SendPush").status == 403)
             let page = try await broker.send(.GET, "/SendPush", user: "root")
             #expect(page.status == 200 && page.headers["content-type"].first == "text/html; charset=utf-8")
@@ -137,9 +146,12 @@ struct EndToEndPushTests {
         }
     }
 
-    @Test("SendPush refuses posts from other sites and without the page's token; the page forbids framing")
-    func crossSiteRequests() async throws {
-        try await TestBroker.run(plain: true) { broker in
+    @Test(
+        "SendPush refuses posts from other sites and without the page's token; the page forbids framing",
+        arguments: TestDatabase.allCases
+    )
+    func crossSiteRequests(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database, plain: true) { broker in
             let form = ("Content-Type", "application/x-www-form-urlencoded")
             let page = try await broker.send(.GET, "/SendPush", user: "root")
             #expect(page.headers["x-frame-options"].first == "DENY")

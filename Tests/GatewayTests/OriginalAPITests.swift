@@ -5,9 +5,12 @@ import Testing
 
 @Suite("Original API", .timeLimit(.minutes(2)))
 struct OriginalAPITests {
-    @Test("CurrentImpulse: the original members and types, absolute URLs, newest first, last 10, over HTTP/2")
-    func currentImpulse() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "CurrentImpulse: the original members and types, absolute URLs, newest first, last 10, over HTTP/2",
+        arguments: TestDatabase.allCases
+    )
+    func currentImpulse(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let reply = try await broker.send(.GET, "/CurrentImpulse")
             #expect(reply.status == 200)
             #expect(reply.version == .http2)
@@ -40,9 +43,9 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("CurrentImpulse pages with limit and since, and rejects bad numbers")
-    func currentImpulseQuery() async throws {
-        try await TestBroker.run { broker in
+    @Test("CurrentImpulse pages with limit and since, and rejects bad numbers", arguments: TestDatabase.allCases)
+    func currentImpulseQuery(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let three = try await broker.send(.GET, "/CurrentImpulse?limit=3")
             #expect((three.json["items"] as? [Any])?.count == 3)
             let all = try await broker.send(.GET, "/CurrentImpulse?limit=100")
@@ -63,9 +66,9 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("HTTP/1.1 over TLS serves the same API")
-    func http11() async throws {
-        try await TestBroker.run(http1Only: true) { broker in
+    @Test("HTTP/1.1 over TLS serves the same API", arguments: TestDatabase.allCases)
+    func http11(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database, http1Only: true) { broker in
             let reply = try await broker.send(.GET, "/CurrentImpulse")
             #expect(reply.status == 200)
             #expect(reply.version == .http1_1)
@@ -73,9 +76,9 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("The optional plain HTTP/1.1 listener serves the API for a proxy in front")
-    func plainListener() async throws {
-        try await TestBroker.run(plain: true) { broker in
+    @Test("The optional plain HTTP/1.1 listener serves the API for a proxy in front", arguments: TestDatabase.allCases)
+    func plainListener(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database, plain: true) { broker in
             let reply = try await broker.send(.GET, "/CurrentImpulse?limit=1", plain: true)
             #expect(reply.status == 200)
             let item = try #require((reply.json["items"] as? [[String: Any]])?.first)
@@ -83,9 +86,12 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("HEAD answers GET's headers without a body; ETag and Last-Modified give 304")
-    func conditionalRequests() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "HEAD answers GET's headers without a body; ETag and Last-Modified give 304",
+        arguments: TestDatabase.allCases
+    )
+    func conditionalRequests(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let get = try await broker.send(.GET, "/CurrentImpulse")
             let etag = try #require(get.headers["etag"].first)
             let lastModified = try #require(get.headers["last-modified"].first)
@@ -109,9 +115,9 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("Accept: application/x-plist gets a property list with the same items")
-    func propertyList() async throws {
-        try await TestBroker.run { broker in
+    @Test("Accept: application/x-plist gets a property list with the same items", arguments: TestDatabase.allCases)
+    func propertyList(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let reply = try await broker.send(
                 .GET,
                 "/CurrentImpulse?limit=2",
@@ -133,9 +139,9 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("RegisterToken stores the token; a second user's registration moves it")
-    func registerTokenMoves() async throws {
-        try await TestBroker.run { broker in
+    @Test("RegisterToken stores the token; a second user's registration moves it", arguments: TestDatabase.allCases)
+    func registerTokenMoves(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let token = String(repeating: "ab", count: 32)
             let body = #"{"DeviceToken": "\#(token.uppercased())", "DeviceName": "Alice's iPhone"}"#
             let first = try await broker.send(.POST, "/RegisterToken", body: body)
@@ -190,9 +196,12 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("Oversized bodies get 413 and a non-JSON content type 415; nothing is written")
-    func bodyLimits() async throws {
-        try await TestBroker.run(maxBodySize: 1024) { broker in
+    @Test(
+        "Oversized bodies get 413 and a non-JSON content type 415; nothing is written",
+        arguments: TestDatabase.allCases
+    )
+    func bodyLimits(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database, maxBodySize: 1024) { broker in
             let token = String(repeating: "cd", count: 32)
             let huge = #"{"DeviceToken": "\#(token)", "DeviceName": "\#(String(repeating: "x", count: 4096))"}"#
             let tooLarge = try await broker.send(.POST, "/RegisterToken", body: huge)
@@ -212,9 +221,12 @@ struct OriginalAPITests {
         }
     }
 
-    @Test("RegisterToken reads JSON however it is labelled (as the first app and curl -d send it) and form fields")
-    func registerTokenLabels() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "RegisterToken reads JSON however it is labelled (as the first app and curl -d send it) and form fields",
+        arguments: TestDatabase.allCases
+    )
+    func registerTokenLabels(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let cases: [(label: String?, body: String)] = [
                 (
                     "application/x-www-form-urlencoded",

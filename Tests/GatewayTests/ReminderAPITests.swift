@@ -5,9 +5,15 @@ import Testing
 
 @Suite("Reminders API", .timeLimit(.minutes(2)))
 struct ReminderAPITests {
-    @Test("POST on an impulse sets a reminder; the scheduler pushes the impulse once more at that time")
-    func reminderIsPushed() async throws {
-        try await TestBroker.run(scheduler: SchedulerConfiguration(pollInterval: .milliseconds(100))) { broker in
+    @Test(
+        "POST on an impulse sets a reminder; the scheduler pushes the impulse once more at that time",
+        arguments: TestDatabase.allCases
+    )
+    func reminderIsPushed(_ database: TestDatabase) async throws {
+        try await TestBroker.run(
+            database: database,
+            scheduler: SchedulerConfiguration(pollInterval: .milliseconds(100))
+        ) { broker in
             let token = String(repeating: "5e", count: 32)
             let registered = try await broker.send(
                 .POST,
@@ -42,9 +48,12 @@ struct ReminderAPITests {
         }
     }
 
-    @Test("Bad reminder requests get problems and store nothing; reminders list and delete per user")
-    func validation() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "Bad reminder requests get problems and store nothing; reminders list and delete per user",
+        arguments: TestDatabase.allCases
+    )
+    func validation(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             func post(_ path: String, _ body: String) async throws -> TestBroker.Reply {
                 try await broker.send(.POST, path, headers: [("Content-Type", "application/json")], body: body)
             }

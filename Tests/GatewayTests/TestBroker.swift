@@ -42,7 +42,7 @@ enum Fixture {
     }
 
     /// Two tenants; in each an `alice` with a different password; acme also has bob and the disabled carol.
-    static func seed(_ store: SQLiteStore) async throws {
+    static func seed(_ store: any BrokerStore) async throws {
         try await store.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "com.acme.impulse"))
         try await store.createTenant(
             try Tenant(id: globex, name: "Globex", defaultLanguage: "DE", apnsTopic: "com.globex.impulse")
@@ -86,7 +86,7 @@ enum Fixture {
 
     @discardableResult
     static func addUser(
-        _ store: SQLiteStore,
+        _ store: any BrokerStore,
         _ tenant: TenantID,
         _ name: String,
         _ password: String
@@ -96,10 +96,16 @@ enum Fixture {
     }
 }
 
+/// The store a test broker runs on: a SQLite file in its folder, or a new database on the PostgreSQL test cluster.
+enum TestDatabase: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
 /// A broker running in-process on loopback ports, with an HTTP client that trusts its generated certificate.
 struct TestBroker: Sendable {
     let directory: String
-    let store: SQLiteStore
+    let store: any BrokerStore
     let application: BrokerApplication
     let httpsPort: Int
     let plainPort: Int?
@@ -121,6 +127,7 @@ struct TestBroker: Sendable {
     /// Starts a broker (seeding a fresh store unless `directory` already holds one), runs `body`, and stops it.
     static func run(
         directory: String? = nil,
+        database: TestDatabase = .sqlite,
         seed: Bool = true,
         plain: Bool = false,
         http1Only: Bool = false,
@@ -135,10 +142,22 @@ struct TestBroker: Sendable {
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
-        let store = try await SQLiteStore(
-            configuration: .init(path: directory + "/broker.sqlite", busyTimeout: busyTimeout),
-            logger: logger
-        )
+        let store: any BrokerStore =
+            switch database {
+            case .sqlite:
+                try await SQLiteStore(
+                    configuration: .init(path: directory + "/broker.sqlite", busyTimeout: busyTimeout),
+                    logger: logger
+                )
+            case .postgres:
+                try await PostgresStore(
+                    configuration: try PostgresStoreConfiguration(
+                        url: try await PostgresTestDatabases.make() + "?sslmode=disable&pool=8"
+                    ),
+                    logger: logger
+                )
+            }
+        defer { Task { await store.close() } }
         if seed { try await Fixture.seed(store) }
         let (ports, continuation) = AsyncStream.makeStream(of: (Listener, Int).self)
         let configuration = ServerConfiguration(

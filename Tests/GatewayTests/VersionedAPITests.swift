@@ -5,9 +5,12 @@ import Testing
 
 @Suite("Versioned API", .timeLimit(.minutes(2)))
 struct VersionedAPITests {
-    @Test("Every GET that returns an impulse marks it fetched, as CurrentImpulse does; HEAD marks nothing")
-    func fetchedMarks() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "Every GET that returns an impulse marks it fetched, as CurrentImpulse does; HEAD marks nothing",
+        arguments: TestDatabase.allCases
+    )
+    func fetchedMarks(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
             func fetched(_ impulse: String) async throws -> Bool {
                 try await broker.store.deliveredImpulses(
@@ -30,9 +33,9 @@ struct VersionedAPITests {
         }
     }
 
-    @Test("Impulse list pages with limit, next and since; fetched marks are recorded")
-    func paging() async throws {
-        try await TestBroker.run { broker in
+    @Test("Impulse list pages with limit, next and since; fetched marks are recorded", arguments: TestDatabase.allCases)
+    func paging(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let first = try await broker.send(.GET, "/v1/impulses?limit=5")
             #expect(first.status == 200)
             let items = try #require(first.json["items"] as? [[String: Any]])
@@ -65,9 +68,12 @@ struct VersionedAPITests {
         }
     }
 
-    @Test("Get one impulse, mark it read (idempotently), and see the unread count fall")
-    func readMarks() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "Get one impulse, mark it read (idempotently), and see the unread count fall",
+        arguments: TestDatabase.allCases
+    )
+    func readMarks(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let one = try await broker.send(.GET, "/v1/impulses/acme-4")
             #expect(one.status == 200)
             #expect((one.json["impulse"] as? [String: Any])?["workingID"] as? String == "acme-4")
@@ -88,9 +94,12 @@ struct VersionedAPITests {
         }
     }
 
-    @Test("Profile shows defaults; preferences update, and invalid ones get 422 and change nothing")
-    func preferences() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "Profile shows defaults; preferences update, and invalid ones get 422 and change nothing",
+        arguments: TestDatabase.allCases
+    )
+    func preferences(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let me = try await broker.send(.GET, "/v1/me")
             #expect(me.json["username"] as? String == "alice")
             #expect(me.json["tenant"] as? String == "acme")
@@ -118,9 +127,12 @@ struct VersionedAPITests {
         }
     }
 
-    @Test("PUT and DELETE on a device are idempotent and never touch another user's token")
-    func devices() async throws {
-        try await TestBroker.run { broker in
+    @Test(
+        "PUT and DELETE on a device are idempotent and never touch another user's token",
+        arguments: TestDatabase.allCases
+    )
+    func devices(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
             let token = String(repeating: "9a", count: 32)
             let created = try await broker.send(
                 .PUT,
