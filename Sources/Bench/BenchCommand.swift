@@ -283,6 +283,24 @@ enum Machine {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// CPU time so far of every process whose command is `command` (a database server and its backends), by pid.
+    static func cpuSeconds(command: String) -> [Int32: Double] {
+        let folders = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        var times: [Int32: Double] = [:]
+        for pid in folders.compactMap(Int32.init) {
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            if name == command, let seconds = cpuSeconds(pid: pid) { times[pid] = seconds }
+        }
+        return times
+    }
+
+    /// The CPU those processes used between two readings: what each process alive at the end used since the first
+    /// (all of it for a process started since). A process that ended in between is not counted.
+    static func cpuSeconds(since start: [Int32: Double], until end: [Int32: Double]) -> Double {
+        end.reduce(0) { $0 + $1.value - (start[$1.key] ?? 0) }
+    }
+
     /// Peak resident set size (VmHWM) of this process since the last reset, or of another process, in bytes; 0
     /// for a process that is gone.
     static func peakRSS(pid: Int32? = nil) -> Int {

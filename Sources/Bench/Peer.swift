@@ -282,8 +282,9 @@ enum Summary {
                 "  postgres, \(run["nodes"] ?? 0) node(s): \(number(run["users"])) users, last push after "
                     + "\(number(run["secondsToLastPush"], 1)) s, ledger durable after "
                     + "\(number(run["secondsToLedgerDurable"], 1)) s, peak RSS per node \(peaks.joined(separator: ", ")) MiB, "
-                    + "deliveries per node \(run["deliveriesPerNode"] ?? []), broker CPU per user "
-                    + "\(number(run["brokerCPUMicrosecondsPerUser"], 1)) us"
+                    + "deliveries per node \(run["deliveriesPerNode"] ?? []), CPU per user: broker "
+                    + "\(number(run["brokerCPUMicrosecondsPerUser"], 1)) us, database "
+                    + "\(number(run["databaseCPUMicrosecondsPerUser"], 1)) us"
             )
         }
         if let against = results["postgresAgainstSQLite"] as? [String: Any] {

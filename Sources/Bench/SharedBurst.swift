@@ -64,6 +64,7 @@ enum SharedBurst {
             for process in processes where process.isRunning { process.terminate() }
         }
         let started = ContinuousClock.now
+        let databaseCPUStarted = Machine.cpuSeconds(command: "postgres")
         for node in 1...nodes {
             // The same settings as the in-process SQLite burst: batches of 5,000 due rows, no spread.
             let config = """
@@ -103,6 +104,7 @@ enum SharedBurst {
         }
         let seconds = started.duration(to: .now).seconds
         let cpu = processes.map { Machine.cpuSeconds(pid: $0.processIdentifier) ?? 0 }
+        let databaseCPU = Machine.cpuSeconds(since: databaseCPUStarted, until: Machine.cpuSeconds(command: "postgres"))
         while try await Server.integers(
             probe,
             "SELECT COUNT(*) FROM (SELECT 1 FROM deliveries WHERE settled_at IS NULL LIMIT 1) AS open"
@@ -129,6 +131,8 @@ enum SharedBurst {
             "simulatorAccepted": try await simulator.counts().accepted,
             "peakRSSBytesPerNode": peaks,
             "brokerCPUMicrosecondsPerUser": cpu.reduce(0, +) / Double(users) * 1e6,
+            // Every process named postgres on the machine (the server and its backends), over the same window.
+            "databaseCPUMicrosecondsPerUser": databaseCPU / Double(users) * 1e6,
             "deliveriesPerNode": byNode,
         ]
     }

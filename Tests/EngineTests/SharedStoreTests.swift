@@ -192,7 +192,8 @@ struct PostgresTLSTests {
     func open(_ url: String, password: String?) async throws -> PostgresStore {
         var configuration = try PostgresStoreConfiguration(url: url)
         configuration.password = password
-        configuration.connectTimeout = .seconds(3)
+        // Refusals come at once; a start that works may take seconds when the whole suite loads the machine.
+        configuration.connectTimeout = .seconds(10)
         return try await PostgresStore(configuration: configuration, logger: StoreFixture.logger)
     }
 

@@ -169,25 +169,19 @@ extension PostgresStore {
                 try await connection.run("SET LOCAL synchronous_commit = off", logger)
             }
             if !pushed.isEmpty {
-                try await connection.run(
-                    """
-                    UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id,
-                        settled_at = COALESCE(d.settled_at, v.at)
-                    FROM UNNEST(\(pushed.map(\.delivery)), \(pushed.map(\.tenant)), \(pushed.map(\.at)),
-                        \(pushed.map(\.apnsID))) AS v(id, tenant, at, apns_id)
-                    WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
-                    """,
+                try await connection.all(
+                    PushedMarks(
+                        ids: pushed.map(\.delivery),
+                        tenants: pushed.map(\.tenant),
+                        at: pushed.map(\.at),
+                        apnsIDs: pushed.map(\.apnsID)
+                    ),
                     logger
                 )
             }
             if !settled.isEmpty {
-                try await connection.run(
-                    """
-                    UPDATE deliveries d SET settled_at = v.at
-                    FROM UNNEST(\(settled.map(\.delivery)), \(settled.map(\.tenant)), \(settled.map(\.at)))
-                        AS v(id, tenant, at)
-                    WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
-                    """,
+                try await connection.all(
+                    SettledMarks(ids: settled.map(\.delivery), tenants: settled.map(\.tenant), at: settled.map(\.at)),
                     logger
                 )
             }

@@ -15,29 +15,16 @@ extension PostgresStore {
     /// the daily key hold even when two nodes decide the same row.
     public func dueSchedules(notAfter now: Date, after: ScheduleCursor?, limit: Int) async throws -> [ScheduleEntry] {
         let wall = Date().unixSeconds
-        return try await read { [self] connection in
-            try await connection.rows(
-                """
-                WITH picked AS (
-                    SELECT user_id FROM schedules
-                    WHERE fire_at IS NOT NULL AND fire_at <= \(now.unixSeconds)
-                        AND (fire_at, user_id) > (\(after?.fireAt.unixSeconds ?? -Double.greatestFiniteMagnitude),
-                            \(after?.user.rawValue ?? Int64.min))
-                        AND (claimed_until IS NULL OR claimed_until < \(wall) OR claimed_by = \(nodeID))
-                    ORDER BY fire_at, user_id LIMIT \(max(0, limit))
-                    FOR UPDATE SKIP LOCKED
-                ), claimed AS (
-                    UPDATE schedules s SET claimed_by = \(nodeID), claimed_until = \(wall + configuration.claimTime.seconds)
-                    FROM picked WHERE s.user_id = picked.user_id
-                    RETURNING s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date
-                )
-                SELECT \(unescaped: Self.scheduleEntryColumns)
-                FROM claimed s JOIN users u ON u.id = s.user_id
-                ORDER BY s.fire_at, s.user_id
-                """,
-                logger
-            ).map(Self.scheduleEntry(from:))
-        }
+        let statement = ClaimDueRows(
+            notAfter: now.unixSeconds,
+            afterFireAt: after?.fireAt.unixSeconds ?? -Double.greatestFiniteMagnitude,
+            afterUser: after?.user.rawValue ?? Int64.min,
+            now: wall,
+            node: nodeID,
+            limit: max(0, limit),
+            until: wall + configuration.claimTime.seconds
+        )
+        return try await read { [self] connection in try await connection.all(statement, logger) }
     }
 
     public func scheduleEntry(tenant: TenantID, user: UserID) async throws -> ScheduleEntry? {
@@ -110,7 +97,9 @@ extension PostgresStore {
     }
 
     /// The batch in one transaction: its days with one insert (`insert(_:_:)`), and the rows moved with one
-    /// `UPDATE ... FROM UNNEST` when no user appears twice (one statement per row otherwise, in order).
+    /// `UPDATE ... FROM UNNEST` (``MoveSchedules``) when no user appears twice (one statement per row otherwise, in
+    /// order). The move is a compare-and-set on the fire time the batch read (a concurrent preference change
+    /// wins); the delivered date is recorded either way.
     public func commitSchedules(_ updates: [ScheduleUpdate]) async throws -> [Delivery] {
         guard !updates.isEmpty else { return [] }
         var users = Set<Int64>(minimumCapacity: updates.count)
@@ -119,25 +108,15 @@ extension PostgresStore {
             let recorded = try await self.insert(updates.compactMap(\.delivery), connection)
             let groups = distinct ? [updates[...]] : updates.map { [$0][...] }
             for group in groups {
-                // The move is a compare-and-set on the fire time the batch read (a concurrent preference change
-                // wins); the delivered date is recorded either way. No next fire time (NaN here) takes the row out
-                // of the index.
-                try await connection.run(
-                    """
-                    UPDATE schedules s SET
-                        last_date = CASE WHEN v.delivered = '' THEN s.last_date
-                            ELSE GREATEST(COALESCE(s.last_date, ''), v.delivered) END,
-                        fire_at = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_fire, 'NaN') ELSE s.fire_at END,
-                        local_date = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_date, '')
-                            ELSE s.local_date END,
-                        claimed_by = NULL, claimed_until = NULL
-                    FROM UNNEST(\(group.map(\.user.rawValue)), \(group.map(\.tenant.rawValue)),
-                        \(group.map(\.expectedFireAt.unixSeconds)), \(group.map { $0.next?.fireAt.unixSeconds ?? .nan }),
-                        \(group.map { $0.next?.date.description ?? "" }),
-                        \(group.map { $0.delivery.map { $0.localDate ?? "" } ?? "" }))
-                        AS v(owner, tenant, expected, next_fire, next_date, delivered)
-                    WHERE s.user_id = v.owner AND s.tenant_id = v.tenant
-                    """,
+                try await connection.all(
+                    MoveSchedules(
+                        users: group.map(\.user.rawValue),
+                        tenants: group.map(\.tenant.rawValue),
+                        expected: group.map(\.expectedFireAt.unixSeconds),
+                        nextFire: group.map { $0.next?.fireAt.unixSeconds ?? .nan },
+                        nextDate: group.map { $0.next?.date.description ?? "" },
+                        delivered: group.map { $0.delivery.map { $0.localDate ?? "" } ?? "" }
+                    ),
                     logger
                 )
             }
@@ -182,24 +161,14 @@ extension PostgresStore {
         return try await read { [self] connection in
             var targets = [UserID: PushTarget](minimumCapacity: users.count)
             for user in users { targets[user] = PushTarget(devices: [], unreadCount: 0) }
-            for row in try await connection.rows(
-                """
-                SELECT d.tenant_id, d.topic, d.token, d.user_id, d.name, d.environment, d.registered_at,
-                    d.quarantined_at,
-                    (SELECT count(*) FROM deliveries x
-                        WHERE x.user_id = d.user_id AND x.tenant_id = d.tenant_id AND x.read_at IS NULL),
-                    u.time_zone
-                FROM devices d JOIN users u ON u.id = d.user_id
-                WHERE d.user_id = ANY(\(users.map(\.rawValue))) AND d.tenant_id = \(tenant.rawValue)
-                    AND d.removed_at IS NULL
-                ORDER BY d.registered_at DESC
-                """,
+            let rows = try await connection.all(
+                PushTargetRows(users: users.map(\.rawValue), tenant: tenant.rawValue),
                 logger
-            ) {
-                let device = try Self.device(from: row)
+            )
+            for (device, unread, timeZone) in rows {
                 targets[device.owner]?.devices.append(device)
-                targets[device.owner]?.unreadCount = try row.at(8, as: Int.self)
-                targets[device.owner]?.timeZone = try row.at(9, as: String?.self)
+                targets[device.owner]?.unreadCount = unread
+                targets[device.owner]?.timeZone = timeZone
             }
             return targets
         }

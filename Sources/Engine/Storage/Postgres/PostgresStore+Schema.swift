@@ -174,8 +174,12 @@ extension PostgresStore {
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held
     /// by this connection: a node starting beside another waits for it and then finds nothing left to do.
+    /// A migration may rebuild an index of a large table: ten minutes for it, and for another node's migration to
+    /// finish while this one waits for the lock.
     func migrate() async throws {
-        try await withConnection(operation: "write") { [self] connection in
+        try await withConnection(operation: "write", deadline: .seconds(660)) { [self] connection in
+            try await connection.run("SET statement_timeout = '600s'", logger)
+            try await connection.run("SET lock_timeout = '600s'", logger)
             try await connection.run("SELECT pg_advisory_lock(\(Self.migrationLock))", logger)
             do {
                 try await connection.run(
@@ -221,9 +225,14 @@ extension PostgresStore {
                 }
             } catch {
                 _ = try? await connection.run("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger)
+                _ = try? await connection.run("RESET statement_timeout", logger)
+                _ = try? await connection.run("RESET lock_timeout", logger)
                 throw error
             }
             try await connection.run("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger)
+            // The connection goes back to the pool: with the server's limits of every other statement.
+            try await connection.run("RESET statement_timeout", logger)
+            try await connection.run("RESET lock_timeout", logger)
         }
     }
 

@@ -75,16 +75,13 @@ public final class PostgresStore: BrokerStore {
         }
     }
 
-    /// Connects once on its own, so that a database that cannot be reached, or that refuses the login or the TLS
-    /// handshake, fails the start with its reason (the pool would keep trying while its caller waits); then
-    /// migrates through the pool. Within `connectTimeout` three times over.
+    /// Connects once on its own, within `connectTimeout` three times over, so that a database that cannot be
+    /// reached, or that refuses the login or the TLS handshake, fails the start with its reason (the pool would
+    /// keep trying while its caller waits); then migrates through the pool (`migrate()` has its own deadline).
     private func opening() async throws {
         let limit = configuration.connectTimeout * 3
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await self.probe()
-                try await self.migrate()
-            }
+            group.addTask { try await self.probe() }
             group.addTask {
                 try await Task.sleep(for: limit)
                 throw EngineError(.storage, "no connection to \(self.configuration.redacted) within \(limit)")
@@ -97,6 +94,13 @@ public final class PostgresStore: BrokerStore {
             } catch {
                 throw EngineError(.storage, "cannot open \(configuration.redacted): \(Self.describe(error))")
             }
+        }
+        do {
+            try await migrate()
+        } catch let error as EngineError {
+            throw error
+        } catch {
+            throw EngineError(.storage, "cannot migrate \(configuration.redacted): \(Self.describe(error))")
         }
     }
 

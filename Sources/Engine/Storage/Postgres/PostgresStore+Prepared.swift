@@ -1,0 +1,182 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The statements a burst runs thousands of times, prepared once per connection (named statements: parsed and
+/// planned once, then only bound and executed). Each takes its rows as arrays (`UNNEST`), so one statement serves
+/// a batch of any size.
+extension PostgresStore {
+    /// Claims up to `limit` due rows after the cursor for `node` until `until`, with their users' columns.
+    struct ClaimDueRows: PostgresPreparedStatement {
+        static let sql = """
+            WITH picked AS (
+                SELECT user_id FROM schedules
+                WHERE fire_at IS NOT NULL AND fire_at <= $1 AND (fire_at, user_id) > ($2, $3)
+                    AND (claimed_until IS NULL OR claimed_until < $4 OR claimed_by = $5)
+                ORDER BY fire_at, user_id LIMIT $6
+                FOR UPDATE SKIP LOCKED
+            ), claimed AS (
+                UPDATE schedules s SET claimed_by = $5, claimed_until = $7
+                FROM picked WHERE s.user_id = picked.user_id
+                RETURNING s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date
+            )
+            SELECT \(scheduleEntryColumns)
+            FROM claimed s JOIN users u ON u.id = s.user_id
+            ORDER BY s.fire_at, s.user_id
+            """
+        typealias Row = ScheduleEntry
+
+        var notAfter: Double
+        var afterFireAt: Double
+        var afterUser: Int64
+        var now: Double
+        var node: String
+        var limit: Int
+        var until: Double
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7)
+            bindings.append(notAfter)
+            bindings.append(afterFireAt)
+            bindings.append(afterUser)
+            bindings.append(now)
+            bindings.append(node)
+            bindings.append(limit)
+            bindings.append(until)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> ScheduleEntry {
+            try PostgresStore.scheduleEntry(from: row.makeRandomAccess())
+        }
+    }
+
+    /// Moves a batch's rows of the due index (compare-and-set on the fire time read), records the delivered date,
+    /// and releases the claims. A next fire time of NaN takes the row out of the index.
+    struct MoveSchedules: PostgresPreparedStatement {
+        static let sql = """
+            UPDATE schedules s SET
+                last_date = CASE WHEN v.delivered = '' THEN s.last_date
+                    ELSE GREATEST(COALESCE(s.last_date, ''), v.delivered) END,
+                fire_at = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_fire, 'NaN') ELSE s.fire_at END,
+                local_date = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_date, '') ELSE s.local_date END,
+                claimed_by = NULL, claimed_until = NULL
+            FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::float8[], $5::text[], $6::text[])
+                AS v(owner, tenant, expected, next_fire, next_date, delivered)
+            WHERE s.user_id = v.owner AND s.tenant_id = v.tenant
+            """
+        typealias Row = Void
+
+        var users: [Int64]
+        var tenants: [String]
+        var expected: [Double]
+        var nextFire: [Double]
+        var nextDate: [String]
+        var delivered: [String]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(users)
+            bindings.append(tenants)
+            bindings.append(expected)
+            bindings.append(nextFire)
+            bindings.append(nextDate)
+            bindings.append(delivered)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
+    /// Pushed marks: the first mark of a delivery wins.
+    struct PushedMarks: PostgresPreparedStatement {
+        static let sql = """
+            UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id, settled_at = COALESCE(d.settled_at, v.at)
+            FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS v(id, tenant, at, apns_id)
+            WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
+            """
+        typealias Row = Void
+
+        var ids: [Int64]
+        var tenants: [String]
+        var at: [Double]
+        var apnsIDs: [String]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(ids)
+            bindings.append(tenants)
+            bindings.append(at)
+            bindings.append(apnsIDs)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
+    /// Settled marks (rejected or dropped pushes): the first time wins.
+    struct SettledMarks: PostgresPreparedStatement {
+        static let sql = """
+            UPDATE deliveries d SET settled_at = v.at
+            FROM UNNEST($1::bigint[], $2::text[], $3::float8[]) AS v(id, tenant, at)
+            WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
+            """
+        typealias Row = Void
+
+        var ids: [Int64]
+        var tenants: [String]
+        var at: [Double]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(ids)
+            bindings.append(tenants)
+            bindings.append(at)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws {}
+    }
+
+    /// A batch's devices, each with its owner's unread count in the tenant (the badge) and time zone.
+    struct PushTargetRows: PostgresPreparedStatement {
+        static let sql = """
+            SELECT d.tenant_id, d.topic, d.token, d.user_id, d.name, d.environment, d.registered_at, d.quarantined_at,
+                (SELECT count(*) FROM deliveries x
+                    WHERE x.user_id = d.user_id AND x.tenant_id = d.tenant_id AND x.read_at IS NULL),
+                u.time_zone
+            FROM devices d JOIN users u ON u.id = d.user_id
+            WHERE d.user_id = ANY($1::bigint[]) AND d.tenant_id = $2 AND d.removed_at IS NULL
+            ORDER BY d.registered_at DESC
+            """
+        typealias Row = (device: Device, unread: Int, timeZone: String?)
+
+        var users: [Int64]
+        var tenant: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(users)
+            bindings.append(tenant)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let columns = row.makeRandomAccess()
+            return (try PostgresStore.device(from: columns), try columns.at(8), try columns.at(9))
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// Every row of a prepared statement's result.
+    @discardableResult
+    func all<Statement: PostgresPreparedStatement>(
+        _ statement: Statement,
+        _ logger: Logger
+    ) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
+        for try await row in try await execute(statement, logger: logger) { rows.append(row) }
+        return rows
+    }
+}
