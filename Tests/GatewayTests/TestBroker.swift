@@ -160,7 +160,7 @@ struct TestBroker: Sendable {
         defer { Task { await store.close() } }
         if seed { try await Fixture.seed(store) }
         let (ports, continuation) = AsyncStream.makeStream(of: (Listener, Int).self)
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             dataDirectory: directory,
             listen: ListenAddress(host: "127.0.0.1", port: 0),
             plainListen: plain ? ListenAddress(host: "127.0.0.1", port: 0) : nil,
@@ -179,6 +179,9 @@ struct TestBroker: Sendable {
             scheduler: scheduler,
             admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }
         )
+        // The whole suite on two cores (and a PostgreSQL server) can take more than the broker's 10 s to unwind a
+        // cancelled service: ServiceLifecycle would stop the test process. CI once crashed so (stop 27).
+        configuration.cancellationGracePeriod = .seconds(60)
         let application = try await buildApplication(configuration: configuration, store: store, logger: logger) {
             continuation.yield(($0, $1))
         }

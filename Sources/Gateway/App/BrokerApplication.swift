@@ -202,7 +202,7 @@ public func buildApplication(
     // After the grace period the remaining services are cancelled: pushes still in flight are handed back
     // (unsettled in the ledger, pushed at the next start).
     groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
-    groupConfiguration.maximumCancellationDuration = .seconds(5)
+    groupConfiguration.maximumCancellationDuration = configuration.cancellationGracePeriod
     let group = ServiceGroup(configuration: groupConfiguration)
     return BrokerApplication(
         store: store,

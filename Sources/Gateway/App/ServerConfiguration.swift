@@ -51,6 +51,9 @@ public struct ServerConfiguration: Sendable {
     public var connectionLimits: ConnectionLimits
     /// How long a graceful shutdown (SIGTERM) may take before what is left is cancelled.
     public var shutdownGracePeriod: Duration
+    /// After the grace period, how long the cancelled services may take to unwind before the process is stopped
+    /// with a fatal error (ServiceLifecycle's rule). A loaded machine needs seconds for it.
+    public var cancellationGracePeriod: Duration = .seconds(10)
     public var rest: RESTConfiguration
     public var ledger: LedgerConfiguration
     /// Where pushes go (the embedded simulator by default).
