@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import TestSupport
 import Testing
 
@@ -25,6 +26,8 @@ struct SharedStoreTests {
         // Every user is due (fire time 0: to be planned). The first node takes one.
         let taken = try await first.dueSchedules(notAfter: now, limit: 1)
         #expect(taken.count == 1)
+        // Each node counts the claims it holds (for /inspect and /metrics).
+        #expect(try await first.sharedState().claims == 1)
         let rest = try await second.dueSchedules(notAfter: now, limit: 10)
         #expect(rest.count == 2)
         #expect(Set(rest.map(\.user)).isDisjoint(with: taken.map(\.user)))
@@ -49,6 +52,7 @@ struct SharedStoreTests {
                 next: next
             )
         ])
+        #expect(try await first.sharedState().claims == 0)
         let again = try await second.dueSchedules(notAfter: now, limit: 10)
         #expect(again.contains { $0.user == entry.user && $0.fireAt == next.fireAt })
     }
@@ -96,7 +100,17 @@ struct SharedStoreTests {
         #expect(taken.map(\.id) == [recorded[1].id])
         // Now the sweeping node holds it: nobody else gets it while it pushes.
         #expect(try await pushing.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
-        #expect(try await f.count("deliveries WHERE leased_by = '\(sweeping.nodeID)'") == 1)
+        #expect(try await f.count("unsettled_deliveries WHERE leased_by = '\(sweeping.nodeID)'") == 1)
+        #expect(try await sweeping.sharedState().leases == 1)
+        // A delivery awaits its outcome in `unsettled_deliveries` exactly while its `settled_at` is empty.
+        #expect(try await f.count("unsettled_deliveries") == 1)
+        #expect(try await f.count("deliveries WHERE settled_at IS NULL") == 1)
+        try await sweeping.applyMarks([
+            DeliveryMark(tenant: f.acme, delivery: recorded[1].id, kind: .settled, at: Date())
+        ])
+        #expect(try await f.count("unsettled_deliveries") == 0)
+        #expect(try await f.count("deliveries WHERE settled_at IS NULL") == 0)
+        #expect(try await sweeping.sharedState().leases == 0)
     }
 
     @Test("Two nodes starting together on an empty database migrate it once")
@@ -114,7 +128,72 @@ struct SharedStoreTests {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(stores.count == 3)
-        for store in stores { #expect(try await store.schemaVersions() == [1, 2, 3]) }
+        for store in stores { #expect(try await store.schemaVersions() == PostgresStore.migrations.map(\.version)) }
+    }
+
+    @Test("A database of version 3 moves its deliveries awaiting an outcome, with their leases, to their own table")
+    func migrationOfUnsettledDeliveries() async throws {
+        let url = try await PostgresTestDatabases.make()
+        let components = try #require(URLComponents(string: url))
+        let logger = StoreFixture.logger
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(
+                host: try #require(components.host),
+                port: components.port ?? 5432,
+                username: try #require(components.user),
+                password: nil,
+                database: String(components.path.dropFirst()),
+                tls: .disable
+            ),
+            id: 1,
+            logger: logger
+        )
+        // The schema as a broker of version 3 left it, with one delivery pushed and one leased to a node.
+        try await connection.query(
+            "CREATE TABLE broker_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz)",
+            logger: logger
+        )
+        for migration in PostgresStore.migrations where migration.version <= 3 {
+            for statement in migration.statements {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            try await connection.query(
+                "INSERT INTO broker_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                logger: logger
+            )
+        }
+        for statement in [
+            "INSERT INTO tenants VALUES ('acme', 'Acme', 'EN', 'UTC', 480, 1, 't', 0, NULL)",
+            "INSERT INTO users (id, tenant_id, username, password_hash, life_areas, enabled, weekdays, created_at) "
+                + "VALUES (1, 'acme', 'a', 'x', '', true, 127, 0)",
+            "INSERT INTO deliveries (id, tenant_id, user_id, impulse_id, kind, assigned_at, pushed_at, settled_at) "
+                + "VALUES (1, 'acme', 1, 'one', 'manual', 100, 101, 101)",
+            "INSERT INTO deliveries (id, tenant_id, user_id, impulse_id, kind, assigned_at, leased_by, leased_until) "
+                + "VALUES (2, 'acme', 1, 'one', 'manual', 100, 'old-node', 4102444800)",
+        ] {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+        try await connection.close()
+
+        let store = try await PostgresStore(
+            configuration: try StoreFixture.sharedConfiguration(url + "?sslmode=disable&pool=2"),
+            logger: logger
+        )
+        #expect(try await store.schemaVersions() == PostgresStore.migrations.map(\.version))
+        let rows = try await store.read { connection in
+            try await connection.rows(
+                "SELECT delivery_id, assigned_at, leased_by, leased_until FROM unsettled_deliveries",
+                logger
+            )
+        }
+        #expect(rows.count == 1)
+        #expect(try rows.first?.at(0, as: Int64.self) == 2 && rows.first?.at(1, as: Double.self) == 100)
+        #expect(
+            try rows.first?.at(2, as: String.self) == "old-node" && rows.first?.at(3, as: Double.self) == 4_102_444_800
+        )
+        // The old node's lease holds: this node's sweep leaves the delivery alone.
+        #expect(try await store.unsettledDeliveries(assignedAfter: .distantPast, after: nil, limit: 10).isEmpty)
+        await store.close()
     }
 
     @Test("A change on one node wakes the other's change feed follower at once (NOTIFY), not at its next poll")

@@ -24,10 +24,14 @@ public protocol ScheduleStore: Sendable {
     /// Whether ``unsettledDeliveries(assignedAfter:after:limit:)`` leases what it returns, so that the deliveries
     /// being pushed (by this node or another) are never among them: then a sweep takes every delivery it gets.
     var leasesUnsettledDeliveries: Bool { get }
+    /// How many batches' commits the scheduler may have under way at once (1 or more): a store with one writer
+    /// gains nothing from a second, a database server works on one batch's transaction while it runs another's.
+    var concurrentCommits: Int { get }
 }
 
 extension ScheduleStore {
     public var leasesUnsettledDeliveries: Bool { false }
+    public var concurrentCommits: Int { 1 }
 }
 
 /// A position in the due index's (fire time, user) order.

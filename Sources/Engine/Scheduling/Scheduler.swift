@@ -110,31 +110,38 @@ public actor Scheduler {
         await settlePipeline()
     }
 
-    /// Where the current pass over the due rows is, and the batch being committed while the next is decided.
+    /// Where the current pass over the due rows is, and the batches being committed while the next is decided,
+    /// oldest first.
     private var cursor: ScheduleCursor?
-    private var committing: Task<Void, Never>?
+    private var committing: [Task<Void, Never>] = []
 
     /// Like `tick`, but the batch's commit and pushes run while the next batch is read and decided: reading and
-    /// choosing (this actor) overlap with the write transaction and the push preparation (the store's writer), so
-    /// a burst uses both cores. At most one batch is committing; a later batch never includes its rows, because
-    /// it reads after the cursor.
+    /// choosing (this actor) overlap with the write transactions and the push preparation, so a burst uses both
+    /// cores. At most the store's `concurrentCommits` batches are committing; a later batch never includes their rows, because
+    /// it reads after the cursor. (Should a commit fail while a later one is still in flight, the pass starts
+    /// again from the first due row and may decide that later batch's rows twice: its commit's compare-and-set
+    /// on the fire time and the daily key keep the second decision from moving a row or recording a day again.)
     private func pipelinedTick(now: Date) async throws -> Int {
         let due = try await store.dueSchedules(notAfter: now, after: cursor, limit: configuration.batchSize)
         let reminders = try await store.dueReminders(notAfter: now, limit: configuration.batchSize)
         if let last = due.last {
             let decided = try await decide(due, now: now)
-            await settlePipeline()
-            cursor = ScheduleCursor(fireAt: last.fireAt, user: last.user)
-            committing = Task {
-                do {
-                    try await self.finish(decided)
-                    self.succeeded()
-                } catch is CancellationError {
-                    // Stopping: the rows stay due and the deliveries unpushed; the next start takes them.
-                } catch {
-                    self.commitFailed(error)
-                }
+            while committing.count >= max(1, store.concurrentCommits) {
+                await committing.removeFirst().value
             }
+            cursor = ScheduleCursor(fireAt: last.fireAt, user: last.user)
+            committing.append(
+                Task {
+                    do {
+                        try await self.finish(decided)
+                        self.succeeded()
+                    } catch is CancellationError {
+                        // Stopping: the rows stay due and the deliveries unpushed; the next start takes them.
+                    } catch {
+                        self.commitFailed(error)
+                    }
+                }
+            )
         }
         if !reminders.isEmpty { try await fire(reminders, now: now) }
         // Reads work and nothing had to be written, or the reminders were: the store is healthy.
@@ -142,13 +149,13 @@ public actor Scheduler {
         return max(due.count, reminders.count)
     }
 
-    /// Waits for the batch being committed, if any.
+    /// Waits for the batches being committed, if any.
     private func settlePipeline() async {
-        if let committing {
-            if Task.isCancelled { committing.cancel() }
-            await committing.value
+        while !committing.isEmpty {
+            let oldest = committing.removeFirst()
+            if Task.isCancelled { oldest.cancel() }
+            await oldest.value
         }
-        committing = nil
     }
 
     private func commitFailed(_ error: any Error) {

@@ -104,7 +104,7 @@ extension PostgresStore {
         return try await write(deadline: .seconds(3600)) { [self] connection in
             if replace {
                 try await connection.run(
-                    "TRUNCATE \(unescaped: Self.copiedTables.map(\.name).joined(separator: ", ")), changes",
+                    "TRUNCATE \(unescaped: Self.copiedTables.map(\.name).joined(separator: ", ")), changes, unsettled_deliveries",
                     logger
                 )
             }
@@ -124,6 +124,14 @@ extension PostgresStore {
                     )
                 }
             }
+            // Deliveries without an outcome are pushed by the first node's sweep, as after a restart.
+            try await connection.run(
+                """
+                INSERT INTO unsettled_deliveries (delivery_id, assigned_at)
+                SELECT id, assigned_at FROM deliveries WHERE settled_at IS NULL
+                """,
+                logger
+            )
             for table in ["users", "deliveries", "reminders"] {
                 try await connection.run(
                     """

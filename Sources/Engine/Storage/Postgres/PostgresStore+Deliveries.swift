@@ -27,7 +27,7 @@ extension PostgresStore {
             let rows = try await connection.rows(
                 """
                 WITH v AS MATERIALIZED (
-                    SELECT nextval(pg_get_serial_sequence('deliveries', 'id')) AS id, v.*
+                    SELECT nextval('deliveries_id_seq') AS id, v.*
                     FROM UNNEST(\(chunk.map(\.tenant.rawValue)), \(chunk.map(\.user.rawValue)),
                         \(chunk.map(\.impulse.rawValue)), \(chunk.map(\.kind.rawValue)),
                         \(chunk.map { $0.localDate ?? "" }), \(chunk.map(\.assignedAt.unixSeconds)),
@@ -36,15 +36,17 @@ extension PostgresStore {
                     ORDER BY position
                 ), inserted AS (
                     INSERT INTO deliveries (id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at,
-                        settled_at, leased_by, leased_until)
+                        settled_at, recorded_by)
                     SELECT v.id, v.tenant, u.id, v.impulse, v.kind, NULLIF(v.local_date, ''), v.assigned_at,
-                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END,
-                        CASE WHEN v.awaits THEN \(nodeID) END, CASE WHEN v.awaits THEN \(leaseEnd) END
+                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END, \(nodeID)
                     FROM v JOIN users u ON u.id = v.owner AND u.tenant_id = v.tenant
                     WHERE EXISTS (SELECT 1 FROM impulses i WHERE i.tenant_id = v.tenant AND i.id = v.impulse)
                     ORDER BY v.position
                     ON CONFLICT DO NOTHING
-                    RETURNING id
+                    RETURNING id, assigned_at, settled_at
+                ), awaiting AS (
+                    INSERT INTO unsettled_deliveries (delivery_id, assigned_at, leased_by, leased_until)
+                    SELECT id, assigned_at, \(nodeID), \(leaseEnd) FROM inserted WHERE settled_at IS NULL
                 )
                 SELECT v.position, v.id FROM v JOIN inserted USING (id) ORDER BY v.position
                 """,
@@ -219,8 +221,13 @@ extension PostgresStore {
         try await write { [self] connection in
             let count = try await connection.run(
                 """
-                DELETE FROM deliveries WHERE tenant_id = \(tenant.rawValue) AND user_id = \(user.rawValue)
-                RETURNING 1
+                WITH gone AS (
+                    DELETE FROM deliveries WHERE tenant_id = \(tenant.rawValue) AND user_id = \(user.rawValue)
+                    RETURNING id
+                ), awaiting AS (
+                    DELETE FROM unsettled_deliveries WHERE delivery_id IN (SELECT id FROM gone)
+                )
+                SELECT 1 FROM gone
                 """,
                 logger
             )

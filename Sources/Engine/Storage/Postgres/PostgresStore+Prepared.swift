@@ -88,12 +88,17 @@ extension PostgresStore {
         func decodeRow(_ row: PostgresRow) throws {}
     }
 
-    /// Pushed marks: the first mark of a delivery wins.
+    /// Pushed marks: the first mark of a delivery wins. A delivery they settle leaves `unsettled_deliveries`.
     struct PushedMarks: PostgresPreparedStatement {
         static let sql = """
-            UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id, settled_at = COALESCE(d.settled_at, v.at)
-            FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS v(id, tenant, at, apns_id)
-            WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
+            WITH marked AS (
+                UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id,
+                    settled_at = COALESCE(d.settled_at, v.at)
+                FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS v(id, tenant, at, apns_id)
+                WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
+                RETURNING d.id
+            )
+            DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             """
         typealias Row = Void
 
@@ -117,9 +122,13 @@ extension PostgresStore {
     /// Settled marks (rejected or dropped pushes): the first time wins.
     struct SettledMarks: PostgresPreparedStatement {
         static let sql = """
-            UPDATE deliveries d SET settled_at = v.at
-            FROM UNNEST($1::bigint[], $2::text[], $3::float8[]) AS v(id, tenant, at)
-            WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
+            WITH marked AS (
+                UPDATE deliveries d SET settled_at = v.at
+                FROM UNNEST($1::bigint[], $2::text[], $3::float8[]) AS v(id, tenant, at)
+                WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
+                RETURNING d.id
+            )
+            DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             """
         typealias Row = Void
 

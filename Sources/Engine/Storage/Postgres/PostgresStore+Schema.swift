@@ -170,6 +170,38 @@ extension PostgresStore {
                 "ALTER TABLE deliveries DROP CONSTRAINT deliveries_tenant_id_impulse_id_fkey",
             ]
         ),
+        Migration(
+            version: 4,
+            name: "updates-in-place",
+            statements: [
+                // A row's claim and a delivery's pushed mark change no indexed column, so PostgreSQL can write the new
+                // row version beside the old one without an entry in every index (a heap-only update), if the page has
+                // room: the tables leave it (new pages only; older pages gain it as old versions are pruned).
+                // The claims' own index goes: each node counts the claims it holds itself.
+                "DROP INDEX schedules_claimed",
+                "ALTER TABLE schedules SET (fillfactor = 70)",
+                "ALTER TABLE deliveries SET (fillfactor = 40)",
+                // Deliveries awaiting their outcome, with their leases, in a table of their own: a partial index on
+                // `settled_at` would make every pushed mark update every index of `deliveries`. A row here exists
+                // exactly while its delivery's `settled_at` is NULL; the statements that set it delete the row.
+                """
+                CREATE TABLE unsettled_deliveries (
+                    delivery_id bigint PRIMARY KEY,
+                    assigned_at double precision NOT NULL,
+                    leased_by text,
+                    leased_until double precision
+                ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000)
+                """,
+                """
+                INSERT INTO unsettled_deliveries (delivery_id, assigned_at, leased_by, leased_until)
+                SELECT id, assigned_at, leased_by, leased_until FROM deliveries WHERE settled_at IS NULL
+                """,
+                "DROP INDEX deliveries_unsettled",
+                // Which node recorded a delivery, for the operator; its lease lives in `unsettled_deliveries`.
+                "ALTER TABLE deliveries RENAME COLUMN leased_by TO recorded_by",
+                "ALTER TABLE deliveries DROP COLUMN leased_until",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held
