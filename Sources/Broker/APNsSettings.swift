@@ -33,8 +33,31 @@ struct APNsFileSettings: Decodable {
     var credential: Credential?
     var tenants: [String: Credential]?
 
-    func setup(environmentMode: String?) throws -> APNsSetup {
-        switch environmentMode ?? mode ?? "simulator" {
+    /// The settings with those the environment gives (a container's configuration): `BROKER_APNS_MODE`, the
+    /// endpoints of mode `external` (`BROKER_APNS_PRODUCTION`, `BROKER_APNS_SANDBOX`, `BROKER_APNS_TRUST_ROOTS`,
+    /// `BROKER_APNS_SERVER_HOSTNAME`) and a default signing key (`BROKER_APNS_TEAM_ID`, `BROKER_APNS_KEY_ID` and
+    /// `BROKER_APNS_KEY_FILE`, all three, in place of the file's `credential`). Per-tenant credentials come from the
+    /// file only.
+    func overridden(by environment: [String: String]) throws -> APNsFileSettings {
+        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        var settings = self
+        settings.mode = value("BROKER_APNS_MODE") ?? mode
+        settings.production = value("BROKER_APNS_PRODUCTION") ?? production
+        settings.sandbox = value("BROKER_APNS_SANDBOX") ?? sandbox
+        settings.trustRoots = value("BROKER_APNS_TRUST_ROOTS") ?? trustRoots
+        settings.serverHostname = value("BROKER_APNS_SERVER_HOSTNAME") ?? serverHostname
+        let key = [value("BROKER_APNS_TEAM_ID"), value("BROKER_APNS_KEY_ID"), value("BROKER_APNS_KEY_FILE")]
+        switch key.compactMap({ $0 }).count {
+        case 0: break
+        case 3: settings.credential = Credential(teamID: key[0], keyID: key[1], keyFile: key[2])
+        default:
+            throw ValidationError("BROKER_APNS_TEAM_ID, BROKER_APNS_KEY_ID and BROKER_APNS_KEY_FILE go together")
+        }
+        return settings
+    }
+
+    func setup() throws -> APNsSetup {
+        switch mode ?? "simulator" {
         case "simulator": return .embeddedSimulator()
         case "disabled": return .disabled
         case "apple":

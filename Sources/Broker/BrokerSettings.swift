@@ -222,8 +222,7 @@ struct BrokerSettings {
             ),
             stallTimeout: .seconds(try number("BROKER_STALL_TIMEOUT_SECONDS", file.stallTimeoutSeconds, 30, 1...3600))
         )
-        let apnsMode = environment["BROKER_APNS_MODE"].flatMap { $0.isEmpty ? nil : $0 }
-        apns = try (file.apns ?? APNsFileSettings()).setup(environmentMode: apnsMode)
+        apns = try (file.apns ?? APNsFileSettings()).overridden(by: environment).setup()
     }
 
     /// The server's configuration; with `logger`, the process's open-file limit is raised first and the

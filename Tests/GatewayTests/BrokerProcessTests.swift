@@ -17,7 +17,8 @@ struct BrokerProcess {
     static func run(
         _ arguments: [String],
         dataDirectory: String?,
-        stdin: String? = nil
+        stdin: String? = nil,
+        environment: [String: String] = [:]
     ) throws -> (
         status: Int32, output: String, error: String
     ) {
@@ -26,7 +27,7 @@ struct BrokerProcess {
         var all = arguments
         if let dataDirectory { all += ["--data-dir", dataDirectory] }
         process.arguments = all
-        process.environment = ["BROKER_BCRYPT_COST": "4", "PATH": "/usr/bin:/bin"]
+        process.environment = ["BROKER_BCRYPT_COST": "4", "PATH": "/usr/bin:/bin"].merging(environment) { $1 }
         let output = Pipe()
         let error = Pipe()
         let input = Pipe()
@@ -211,6 +212,17 @@ struct BrokerProcessTests {
         let zero = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(zero.status != 0)
         #expect(zero.error.contains("BROKER_PUSH_BATCH must be within 1...1000"), "\(zero.error)")
+        // An APNs signing key from the environment needs its team, key id and file together.
+        let partial = try BrokerProcess.run(
+            ["tenant", "list", "--data-dir", folder + "/from-file"],
+            dataDirectory: none,
+            environment: ["BROKER_APNS_TEAM_ID": "TEAM000001", "BROKER_APNS_KEY_FILE": "/run/secrets/apns.p8"]
+        )
+        #expect(partial.status != 0)
+        #expect(
+            partial.error.contains("BROKER_APNS_TEAM_ID, BROKER_APNS_KEY_ID and BROKER_APNS_KEY_FILE go together"),
+            "\(partial.error)"
+        )
     }
 
     @Test("database takes a PostgreSQL URL: admin commands use it; a bad URL or an unreadable password file is refused")

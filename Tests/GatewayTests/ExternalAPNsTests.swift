@@ -8,8 +8,11 @@ import Testing
 
 @Suite("broker serve against an external APNs", .timeLimit(.minutes(1)))
 struct ExternalAPNsTests {
-    @Test("serve configured with a .p8 key pushes to a separate apns-simulator process and records the outcome")
-    func externalSimulator() async throws {
+    @Test(
+        "serve configured with a .p8 key pushes to a separate apns-simulator process and records the outcome",
+        arguments: ["configuration file", "environment"]
+    )
+    func externalSimulator(_ source: String) async throws {
         let data = TestBroker.temporaryDirectory()
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
@@ -19,12 +22,25 @@ struct ExternalAPNsTests {
             "--topic", "com.acme.impulse", "--log-level", "error",
         ])
         let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
+        let apns = """
+            "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
+                     "trustRoots": "\(data)/sim/tls/self-signed.crt",
+                     "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}},
+            """
+        // A container gets the same settings as environment variables (the key file mounted as a secret).
+        let environment =
+            source == "environment"
+            ? [
+                "BROKER_APNS_MODE": "external", "BROKER_APNS_PRODUCTION": "127.0.0.1:\(simulatorPort)",
+                "BROKER_APNS_SERVER_HOSTNAME": "localhost",
+                "BROKER_APNS_TRUST_ROOTS": "\(data)/sim/tls/self-signed.crt",
+                "BROKER_APNS_TEAM_ID": "TEAM000001", "BROKER_APNS_KEY_ID": "KEY0000001",
+                "BROKER_APNS_KEY_FILE": "\(data)/AuthKey.p8",
+            ] : [:]
         let config = """
             {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0",
-             "defaultTenant": "acme", "logLevel": "notice",
-             "apns": {"mode": "external", "production": "127.0.0.1:\(simulatorPort)", "serverHostname": "localhost",
-                      "trustRoots": "\(data)/sim/tls/self-signed.crt",
-                      "credential": {"teamID": "TEAM000001", "keyID": "KEY0000001", "keyFile": "\(data)/AuthKey.p8"}}}
+             \(source == "environment" ? "" : apns)
+             "defaultTenant": "acme", "logLevel": "notice"}
             """
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let admin = ["--config", data + "/broker.json"]
@@ -51,7 +67,7 @@ struct ExternalAPNsTests {
         try #require(
             try BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
         )
-        let broker = try RunningBroker(["serve"] + admin)
+        let broker = try RunningBroker(["serve"] + admin, environment: environment)
         let port = try #require(try await broker.port(matching: /listener=https port=(\d+)/), "\(broker.output)")
 
         var tls = TLSConfiguration.makeClientConfiguration()

@@ -8,20 +8,6 @@ import Testing
 
 @Suite("Metrics and inspection", .timeLimit(.minutes(2)))
 struct MetricsTests {
-    /// A plain HTTP/1.1 request to the admin listener.
-    func admin(_ broker: TestBroker, _ path: String, token: String?) async throws -> TestBroker.Reply {
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(broker.adminPort ?? 0)\(path)")
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        let response = try await broker.client.execute(request, timeout: .seconds(10))
-        let body = try await response.body.collect(upTo: 4 << 20)
-        return TestBroker.Reply(
-            status: Int(response.status.code),
-            headers: response.headers,
-            body: Data(body.readableBytesView),
-            version: response.version
-        )
-    }
-
     /// The value of the one sample whose line starts with `name{` and holds every label given.
     func sample(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
         let lines = text.split(separator: "\n").filter { line in
@@ -50,12 +36,12 @@ struct MetricsTests {
             let simulator = try #require(broker.application.simulator)
             #expect(try await eventually { simulator.accepted.count == 1 })
 
-            #expect(try await admin(broker, "/metrics", token: nil).status == 401)
-            #expect(try await admin(broker, "/metrics", token: "wrong").status == 401)
+            #expect(try await broker.admin("/metrics", token: nil).status == 401)
+            #expect(try await broker.admin("/metrics", token: "wrong").status == 401)
             var text = ""
             // The push's outcome is counted when APNs answers; the simulator may have recorded it a moment before.
             let counted = try await eventually {
-                text = try await admin(broker, "/metrics", token: "t0ken").text
+                text = try await broker.admin("/metrics", token: "t0ken").text
                 return sample(text, "broker_push_sent_total", ["tenant": "acme", "outcome": "accepted"]) == 1
             }
             #expect(counted, "\(text)")
@@ -82,7 +68,7 @@ struct MetricsTests {
     @Test("/inspect shows every tenant to the operator; a tenant admin's view shows only that tenant")
     func inspection() async throws {
         try await TestBroker.run(adminToken: "t0ken") { broker in
-            #expect(try await admin(broker, "/inspect", token: nil).status == 401)
+            #expect(try await broker.admin("/inspect", token: nil).status == 401)
             let token = String(repeating: "6b", count: 32)
             _ = try await broker.send(
                 .POST,
@@ -97,9 +83,9 @@ struct MetricsTests {
             #expect(try await eventually { await gateway.statistics.accepted == 1 })
             // The simulator raises the stream limit in a SETTINGS frame after that first success; it reaches the
             // client's connection a moment later.
-            var all = try await admin(broker, "/inspect", token: "t0ken")
+            var all = try await broker.admin("/inspect", token: "t0ken")
             _ = try await eventually {
-                all = try await admin(broker, "/inspect", token: "t0ken")
+                all = try await broker.admin("/inspect", token: "t0ken")
                 let pool = ((all.json["tenants"] as? [[String: Any]])?.first?["apns"] as? [[String: Any]])?.first
                 return ((pool?["connections"] as? [[String: Any]])?.first?["streamLimit"] as? Int ?? 0) > 1
             }
@@ -142,19 +128,19 @@ struct MetricsTests {
             unsafe.allowsUnsafeTransactions = true
             let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
             try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-            let before = try await admin(broker, "/inspect", token: "t0ken").json
+            let before = try await broker.admin("/inspect", token: "t0ken").json
             let fired = ((before["scheduler"] as? [String: Any])?["statistics"] as? [String: Any])?["remindersFired"]
             try #require(fired as? Int == 0, "the reminder fired before the lock was taken: \(before)")
             var view: [String: Any] = [:]
             let failing = try await eventually(seconds: 20) {
-                view = try await admin(broker, "/inspect", token: "t0ken").json
+                view = try await broker.admin("/inspect", token: "t0ken").json
                 return (view["scheduler"] as? [String: Any])?["failing"] != nil
             }
             #expect(failing, "\(view)")
             let shown = (view["scheduler"] as? [String: Any])?["failing"] as? [String: Any]
             #expect((shown?["consecutiveFailures"] as? Int ?? 0) >= 1)
             #expect(shown?["since"] is String)
-            let metrics = try await admin(broker, "/metrics", token: "t0ken").text
+            let metrics = try await broker.admin("/metrics", token: "t0ken").text
             #expect(
                 metrics.split(separator: "\n").contains { $0.hasPrefix("broker_scheduler_failing 1") },
                 "\(metrics)"
@@ -162,7 +148,7 @@ struct MetricsTests {
             #expect(metrics.contains("broker_scheduler_failures_total"))
             try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
             let recovered = try await eventually(seconds: 40) {
-                view = try await admin(broker, "/inspect", token: "t0ken").json
+                view = try await broker.admin("/inspect", token: "t0ken").json
                 return (view["scheduler"] as? [String: Any]).map { $0["failing"] == nil } ?? false
             }
             #expect(recovered, "\(view)")

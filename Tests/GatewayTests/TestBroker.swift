@@ -267,6 +267,20 @@ struct TestBroker: Sendable {
 }
 
 extension TestBroker {
+    /// A plain HTTP/1.1 request to the operator listener (`/metrics`, `/inspect`).
+    func admin(_ path: String, token: String? = nil) async throws -> Reply {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(adminPort ?? 0)\(path)")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let response = try await client.execute(request, timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 4 << 20)
+        return Reply(
+            status: Int(response.status.code),
+            headers: response.headers,
+            body: Data(body.readableBytesView),
+            version: response.version
+        )
+    }
+
     /// Asks for a reminder of `impulse` (as alice) `seconds` from now.
     func remind(_ impulse: String, in seconds: Double) async throws -> Reply {
         let at = ISO8601DateFormatter().string(from: Date().addingTimeInterval(seconds))

@@ -32,6 +32,8 @@ public actor PushGateway {
 
     private var queues: [TenantID: Deque<Job>] = [:]
     private var rotation: Deque<TenantID> = []
+    /// Every tenant that has had a queue: its depth reads 0 when empty, rather than not at all.
+    private var servedTenants: Set<TenantID> = []
     private var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
     private var nextWaiter: UInt64 = 0
     /// Deliveries queued or in flight: a second enqueue of one of them (a sweep, a restart) is ignored.
@@ -82,7 +84,7 @@ public actor PushGateway {
             }
         }
         guard !stopping, !Task.isCancelled, !pending.contains(delivery.id) else { return false }
-        if queues[delivery.tenant] == nil { rotation.append(delivery.tenant) }
+        if queues[delivery.tenant] == nil { rotate(delivery.tenant) }
         queues[delivery.tenant, default: []].append(Job(delivery: delivery, target: target))
         pending.insert(delivery.id)
         wakeWorker()
@@ -119,7 +121,7 @@ public actor PushGateway {
             }
             // A tenant is in the rotation exactly while it has a queue.
             if wasQueued || added > 0 { queues[tenant] = queue }
-            if !wasQueued && added > 0 { rotation.append(tenant) }
+            if !wasQueued && added > 0 { rotate(tenant) }
             queued += added
             for _ in 0..<min(added, idleWorkers.count) { wakeWorker() }
         }
@@ -158,8 +160,17 @@ public actor PushGateway {
     public nonisolated var limits: (inFlight: Int, batch: Int) { (configuration.workers, configuration.batchSize) }
 
     /// Queue depth, pushes awaiting APNs' answer, and the configuration error per tenant (for inspection).
+    /// Queue depth per tenant (every tenant that has had a queue, 0 when empty), pushes in flight, paused tenants.
     public func snapshot() -> (queued: [TenantID: Int], inFlight: Int, paused: [TenantID: String]) {
-        (queues.mapValues(\.count), permits.inUse, paused)
+        var queued = [TenantID: Int](minimumCapacity: servedTenants.count)
+        for tenant in servedTenants { queued[tenant] = queues[tenant]?.count ?? 0 }
+        return (queued, permits.inUse, paused)
+    }
+
+    /// Puts a tenant that has just got a queue into the rotation.
+    private func rotate(_ tenant: TenantID) {
+        rotation.append(tenant)
+        servedTenants.insert(tenant)
     }
 
     private func stop() {
@@ -224,7 +235,7 @@ public actor PushGateway {
         paused[tenant] = reason
         // Several devices of one delivery may be stopped in the same batch: it goes back once.
         guard !requeued.contains(delivery.id) else { return }
-        if queues[tenant] == nil { rotation.append(tenant) }
+        if queues[tenant] == nil { rotate(tenant) }
         // Devices are read again when it is retried: they may change while the tenant is paused.
         queues[tenant, default: []].prepend(Job(delivery: delivery, target: nil))
         requeued.insert(delivery.id)

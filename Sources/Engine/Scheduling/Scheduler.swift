@@ -56,6 +56,8 @@ public actor Scheduler {
     /// Pushes what an earlier run left unpushed, then dispatches until the task is cancelled. A batch in
     /// progress when cancelled is either committed or not at all; its pushes are handed back to the next start.
     public func run() async {
+        // The dispatch is not failing until a pass fails: say so from the start.
+        publishHealth()
         do {
             _ = try await requeueUnsettled(now: Date())
         } catch is CancellationError {

@@ -27,7 +27,6 @@ final class MetricsCollector: Sendable {
     private let seen = Mutex(Seen())
 
     struct Seen {
-        var tenants: Set<TenantID> = []
         var totals: [ObjectIdentifier: (connects: Int, goAways: Int)] = [:]
     }
 
@@ -49,13 +48,9 @@ final class MetricsCollector: Sendable {
     func refresh() async {
         typealias Name = BrokerMetrics.Name
         if let snapshot = await gateway?.snapshot() {
-            let tenants = seen.withLock { seen in
-                seen.tenants.formUnion(snapshot.queued.keys)
-                return seen.tenants
-            }
-            for tenant in tenants {
-                metrics.gauge(Name.queueDepth, [("tenant", metrics.tenantLabel(tenant))])
-                    .record(snapshot.queued[tenant] ?? 0)
+            // Every tenant the gateway has queued for, 0 when its queue is empty.
+            for (tenant, depth) in snapshot.queued {
+                metrics.gauge(Name.queueDepth, [("tenant", metrics.tenantLabel(tenant))]).record(depth)
             }
             metrics.gauge(Name.pushesInFlight).record(snapshot.inFlight)
         }
