@@ -25,6 +25,22 @@ func withStore(_ common: CommonOptions, _ body: (any BrokerStore, BrokerSettings
     }
 }
 
+/// Opens the store and the administration the admin API uses too: the same rules, the same audit trail (the
+/// command line is an operator named `cli`).
+func withAdministration(
+    _ common: CommonOptions,
+    _ body: (Administration, any BrokerStore, BrokerSettings) async throws -> Void
+) async throws {
+    try await withStore(common) { store, settings in
+        let cost = settings.bcryptCost
+        let administration = Administration(
+            store: store,
+            hashPassword: { try await Authenticator.hash($0, cost: cost) }
+        )
+        try await body(administration, store, settings)
+    }
+}
+
 /// A command that could not do its work: printed as `Error: <message>` (exit status 1), without the usage text
 /// ArgumentParser adds to a `ValidationError`.
 struct CommandFailure: Error, CustomStringConvertible {
@@ -46,8 +62,8 @@ func parsePushExpiry(_ text: String) throws -> PushExpiry {
 struct TenantCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tenant",
-        abstract: "Create, change and list tenants.",
-        subcommands: [Create.self, Update.self, List.self]
+        abstract: "Create, change, list and delete tenants.",
+        subcommands: [Create.self, Update.self, List.self, Delete.self]
     )
 
     struct Create: AsyncParsableCommand {
@@ -67,18 +83,20 @@ struct TenantCommand: AsyncParsableCommand {
         var pushExpiry = PushExpiry.endOfDay.rawValue
 
         func run() async throws {
-            try await withStore(common) { store, _ in
-                let tenant = try Tenant(
-                    id: try parseTenant(id),
-                    name: name ?? id,
-                    defaultLanguage: language,
-                    defaultTimeZone: timeZone,
-                    defaultDeliveryTime: try LocalTime(parsing: deliveryTime),
-                    maxPushesPerDay: maxPerDay,
-                    apnsTopic: apnsTopic,
-                    pushExpiry: try parsePushExpiry(pushExpiry)
+            try await withAdministration(common) { administration, _, _ in
+                let tenant = try await administration.createTenant(
+                    try parseTenant(id),
+                    TenantSettings(
+                        name: name,
+                        defaultLanguage: language,
+                        defaultTimeZone: timeZone,
+                        deliveryTime: deliveryTime,
+                        maxPushesPerDay: maxPerDay,
+                        apnsTopic: apnsTopic,
+                        pushExpiry: pushExpiry
+                    ),
+                    by: .commandLine
                 )
-                try await store.createTenant(tenant)
                 print("created tenant \(tenant.id)")
             }
         }
@@ -88,19 +106,34 @@ struct TenantCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Change a tenant's settings.")
         @OptionGroup var common: CommonOptions
         @Argument var id: String
+        @Option(help: "Display name.") var name: String?
+        @Option(help: "Default language (EN, DE, ...).") var language: String?
+        @Option(help: "Default IANA time zone.") var timeZone: String?
+        @Option(help: "Default local delivery time HH:mm.") var deliveryTime: String?
+        @Option(help: "Maximum scheduled pushes per user and day.") var maxPerDay: Int?
+        @Option(help: "APNs topic (the app's bundle id).") var apnsTopic: String?
         @Option(help: "end-of-day or immediate (see tenant create).") var pushExpiry: String?
+        @Flag(help: "Suspend the tenant: no dispatch; its users and admins are refused (403).") var suspend = false
+        @Flag(help: "Resume a suspended tenant.") var resume = false
 
         func run() async throws {
-            guard let pushExpiry else { throw ValidationError("nothing to change: give --push-expiry") }
-            let expiry = try parsePushExpiry(pushExpiry)
-            try await withStore(common) { store, _ in
-                let tenant = try parseTenant(id)
-                do {
-                    try await store.setPushExpiry(tenant: tenant, expiry)
-                } catch let error as EngineError where error.code == .unknownTenant {
-                    throw ValidationError("unknown tenant \(tenant)")
-                }
-                print("tenant \(tenant): push expiry \(expiry.rawValue)")
+            guard !(suspend && resume) else { throw ValidationError("give --suspend or --resume, not both") }
+            let settings = TenantSettings(
+                name: name,
+                defaultLanguage: language,
+                defaultTimeZone: timeZone,
+                deliveryTime: deliveryTime,
+                maxPushesPerDay: maxPerDay,
+                apnsTopic: apnsTopic,
+                pushExpiry: pushExpiry,
+                suspended: suspend ? true : resume ? false : nil
+            )
+            guard settings != TenantSettings() else { throw ValidationError("nothing to change: give an option") }
+            try await withAdministration(common) { administration, _, _ in
+                let tenant = try await administration.updateTenant(try parseTenant(id), settings, by: .commandLine)
+                print(
+                    "tenant \(tenant.id): push expiry \(tenant.pushExpiry.rawValue)\(tenant.suspended ? ", suspended" : "")"
+                )
             }
         }
     }
@@ -110,12 +143,35 @@ struct TenantCommand: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            try await withStore(common) { store, _ in
-                for tenant in try await store.tenants() {
+            try await withAdministration(common) { administration, _, _ in
+                for tenant in try await administration.tenants(by: .commandLine) {
                     print(
-                        "\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)\t\(tenant.pushExpiry.rawValue)"
+                        "\(tenant.id)\t\(tenant.name)\t\(tenant.defaultLanguage)\t\(tenant.defaultTimeZone)\t\(tenant.apnsTopic)\t\(tenant.pushExpiry.rawValue)\(tenant.suspended ? "\tsuspended" : "")"
                     )
                 }
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Erase a tenant: its users, devices, deliveries, reminders, schedules and catalog (not its audit trail)."
+        )
+        @OptionGroup var common: CommonOptions
+        @Argument var id: String
+        @Option(help: "The tenant's id again, to confirm.") var confirm: String?
+
+        func run() async throws {
+            try await withAdministration(common) { administration, _, _ in
+                let report = try await administration.deleteTenant(
+                    try parseTenant(id),
+                    confirm: confirm,
+                    by: .commandLine
+                )
+                print(
+                    "deleted tenant \(id): \(report.users) users, \(report.devices) devices, \(report.deliveries) deliveries, \(report.reminders) reminders, \(report.impulses) impulses"
+                )
             }
         }
     }

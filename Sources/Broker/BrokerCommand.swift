@@ -12,8 +12,8 @@ struct BrokerCommand: AsyncParsableCommand {
         abstract:
             "Impulse Broker: daily wellbeing impulses pushed to iPhones, and the REST API the app reads them from.",
         subcommands: [
-            Demo.self, Serve.self, SimulatorCommand.self, TenantCommand.self, UserCommand.self, CatalogCommand.self,
-            Deliver.self, StoreCommand.self,
+            Demo.self, Serve.self, SimulatorCommand.self, TenantCommand.self, UserCommand.self, OperatorCommand.self,
+            AuditCommand.self, CatalogCommand.self, Deliver.self, StoreCommand.self,
         ]
     )
 }

@@ -46,6 +46,7 @@ struct ConfigFile: Decodable {
     var pushBatchSize: Int?
     var adminListen: String?
     var adminToken: String?
+    var operatorTokenFile: String?
     var maxConnections: Int?
     var maxConnectionsPerAddress: Int?
     var handshakeTimeoutSeconds: Int?
@@ -79,6 +80,7 @@ struct BrokerSettings {
     var connectionLimits: ConnectionLimits
     var requestDeadlineSeconds: Int
     var admission: AdmissionLimits
+    var operatorToken: String?
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -223,6 +225,17 @@ struct BrokerSettings {
             stallTimeout: .seconds(try number("BROKER_STALL_TIMEOUT_SECONDS", file.stallTimeoutSeconds, 30, 1...3600))
         )
         apns = try (file.apns ?? APNsFileSettings()).overridden(by: environment).setup()
+        do throws(EngineError) {
+            operatorToken = try Self.secret(
+                "BROKER_OPERATOR_TOKEN",
+                environment: environment,
+                file: file.operatorTokenFile,
+                what: "operator token"
+            )
+        } catch { throw ValidationError(error.message) }
+        if let operatorToken, !(32...512).contains(operatorToken.utf8.count) {
+            throw ValidationError("the operator token must be 32-512 bytes")
+        }
     }
 
     /// The server's configuration; with `logger`, the process's open-file limit is raised first and the
@@ -249,7 +262,8 @@ struct BrokerSettings {
                 mediaDirectory: dataDirectory + "/media",
                 bcryptCost: bcryptCost,
                 requestDeadline: .seconds(requestDeadlineSeconds),
-                admission: admission
+                admission: admission,
+                operatorToken: operatorToken
             ),
             apns: apns,
             push: push,

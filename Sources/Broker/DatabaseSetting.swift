@@ -24,16 +24,30 @@ extension BrokerSettings {
     /// `databasePasswordFile` names (its first line): never from a flag, which any user could read in the process
     /// list.
     static func databasePassword(environment: [String: String], file: ConfigFile) throws(EngineError) -> String? {
-        if let password = environment["BROKER_DATABASE_PASSWORD"], !password.isEmpty { return password }
-        let path =
-            environment["BROKER_DATABASE_PASSWORD_FILE"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? file.databasePasswordFile
+        try secret(
+            "BROKER_DATABASE_PASSWORD",
+            environment: environment,
+            file: file.databasePasswordFile,
+            what: "database password"
+        )
+    }
+
+    /// A secret from the variable `name`, or from the first line of the file `<name>_FILE` (or `file`, the
+    /// configuration's setting) names.
+    static func secret(
+        _ name: String,
+        environment: [String: String],
+        file: String?,
+        what: String
+    ) throws(EngineError) -> String? {
+        if let value = environment[name], !value.isEmpty { return value }
+        let path = environment[name + "_FILE"].flatMap { $0.isEmpty ? nil : $0 } ?? file
         guard let path else { return nil }
         guard let data = FileManager.default.contents(atPath: path),
-            let password = String(data: data, encoding: .utf8)?.split(whereSeparator: \.isNewline).first
+            let value = String(data: data, encoding: .utf8)?.split(whereSeparator: \.isNewline).first
         else {
-            throw EngineError(.invalidInput, "cannot read the database password file \(path)")
+            throw EngineError(.invalidInput, "cannot read the \(what) file \(path)")
         }
-        return String(password)
+        return String(value)
     }
 }

@@ -32,7 +32,7 @@ struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage a tenant's users.",
-        subcommands: [Add.self, List.self, Disable.self, Enable.self, SetPassword.self]
+        subcommands: [Add.self, List.self, Disable.self, Enable.self, SetPassword.self, Delete.self, Export.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -44,36 +44,28 @@ struct UserCommand: AsyncParsableCommand {
         @Option(help: "Language (EN, DE, ...); the tenant's default when unset.") var language: String?
         @Option(help: "IANA time zone; the tenant's default when unset.") var timeZone: String?
         @Option(help: "Twelve comma-separated life area scores 0-100, in the README's order.") var lifeAreas: String?
-        @Flag(help: "May use the tenant's admin page (/SendPush).") var admin = false
+        @Flag(help: "May use the tenant's admin API and admin page (/SendPush).") var admin = false
 
         func run() async throws {
             let password = try secret.resolve()
-            try await withStore(common) { store, settings in
+            try await withAdministration(common) { administration, _, _ in
                 let id = try parseTenant(tenant)
-                guard try await store.tenant(id) != nil else { throw ValidationError("unknown tenant \(id)") }
-                let scores =
-                    try lifeAreas.map { text in
-                        try LifeAreaScores(
-                            text.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) ?? -1 }
-                        )
-                    } ?? .neutral
-                let preferences = DeliveryPreferences(
-                    timeZone: try timeZone.map { (zone) throws(EngineError) in try validatedTimeZone(zone) }
-                )
-                let hash = try await Authenticator.hash(password, cost: settings.bcryptCost)
-                guard try await store.user(tenant: id, username: username) == nil else {
-                    throw CommandFailure("user '\(username)' already exists in \(id)")
+                var scores: [String: Int]?
+                if let lifeAreas {
+                    let values = lifeAreas.split(separator: ",").map {
+                        Int($0.trimmingCharacters(in: .whitespaces)) ?? -1
+                    }
+                    let checked = try LifeAreaScores(values)
+                    scores = Dictionary(uniqueKeysWithValues: LifeArea.allCases.map { ($0.rawValue, checked[$0]) })
                 }
-                let user = try await store.createUser(
-                    try NewUser(
-                        tenant: id,
+                let user = try await administration.createUser(
+                    tenant: id,
+                    UserDraft(
                         username: username,
-                        passwordHash: hash,
-                        language: language,
-                        lifeAreas: scores,
-                        preferences: preferences,
-                        isAdmin: admin
-                    )
+                        password: password,
+                        settings: UserChanges(language: language, timeZone: timeZone, lifeAreas: scores, admin: admin)
+                    ),
+                    by: .commandLine
                 )
                 print("added \(user.isAdmin ? "admin" : "user") \(user.username) to \(id) (id \(user.id))")
             }
@@ -124,24 +116,133 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let password = try secret.resolve()
-            try await withStore(common) { store, settings in
-                let hash = try await Authenticator.hash(password, cost: settings.bcryptCost)
-                guard
-                    try await store.setPassword(tenant: try parseTenant(tenant), username: username, passwordHash: hash)
-                else {
-                    throw ValidationError("unknown user")
-                }
+            try await withAdministration(common) { administration, _, _ in
+                try await administration.resetPassword(
+                    tenant: try parseTenant(tenant),
+                    username: username,
+                    password: password,
+                    by: .commandLine
+                )
                 print("password of \(username) changed")
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Erase a user with their devices, deliveries, reminders and schedule (the right to erasure)."
+        )
+        @OptionGroup var common: CommonOptions
+        @Argument var tenant: String
+        @Argument var username: String
+
+        func run() async throws {
+            try await withAdministration(common) { administration, _, _ in
+                let report = try await administration.deleteUser(
+                    tenant: try parseTenant(tenant),
+                    username: username,
+                    by: .commandLine
+                )
+                print(
+                    "deleted \(username): \(report.devices) devices, \(report.deliveries) deliveries, \(report.reminders) reminders"
+                )
+            }
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print everything held of a user as one JSON document (the right of access)."
+        )
+        @OptionGroup var common: CommonOptions
+        @Argument var tenant: String
+        @Argument var username: String
+
+        func run() async throws {
+            try await withAdministration(common) { administration, _, _ in
+                let export = try await administration.exportUser(
+                    tenant: try parseTenant(tenant),
+                    username: username,
+                    by: .commandLine
+                )
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+                encoder.dateEncodingStrategy = .iso8601
+                print(String(decoding: try encoder.encode(export), as: UTF8.self))
             }
         }
     }
 }
 
 private func setEnabled(_ common: CommonOptions, _ tenant: String, _ username: String, _ enabled: Bool) async throws {
-    try await withStore(common) { store, _ in
-        guard try await store.setEnabled(tenant: try parseTenant(tenant), username: username, enabled: enabled) else {
-            throw ValidationError("unknown user")
-        }
+    try await withAdministration(common) { administration, _, _ in
+        _ = try await administration.updateUser(
+            tenant: try parseTenant(tenant),
+            username: username,
+            UserChanges(enabled: enabled),
+            by: .commandLine
+        )
         print("\(username) \(enabled ? "enabled" : "disabled")")
+    }
+}
+
+struct OperatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "operator",
+        abstract: "Manage operator accounts: node-wide administration over the admin API.",
+        subcommands: [Add.self, List.self]
+    )
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add an operator account.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var secret: PasswordOptions
+        @Argument(help: "1-64 characters of a-z, 0-9, '.', '_' and '-'.") var name: String
+
+        func run() async throws {
+            let password = try secret.resolve()
+            try await withAdministration(common) { administration, _, _ in
+                try await administration.addOperator(name: name, password: password, by: .commandLine)
+                print("added operator \(name)")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List operator accounts.")
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            try await withAdministration(common) { administration, _, _ in
+                for account in try await administration.operators(by: .commandLine) { print(account.name) }
+            }
+        }
+    }
+}
+
+struct AuditCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Show the audit trail of admin writes, newest first (time, actor, role, tenant, action, target)."
+    )
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Only this tenant's entries.") var tenant: String?
+    @Option(help: "How many entries (1-500).") var limit = 50
+
+    func run() async throws {
+        try await withAdministration(common) { administration, _, _ in
+            let entries = try await administration.auditTrail(
+                tenant: try tenant.map(parseTenant),
+                before: nil,
+                limit: limit,
+                by: .commandLine
+            )
+            for entry in entries {
+                let time = entry.at.formatted(.iso8601)
+                print(
+                    "\(time)\t\(entry.actor)\t\(entry.role.rawValue)\t\(entry.tenant?.rawValue ?? "-")\t\(entry.action)\t\(entry.target)"
+                )
+            }
+        }
     }
 }

@@ -225,6 +225,48 @@ struct BrokerProcessTests {
         )
     }
 
+    @Test("Operators, erasure and export from the command line: the admin API's rules, audited as cli")
+    func administrationCommands() throws {
+        let data = TestBroker.temporaryDirectory()
+        func run(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, output: String, error: String) {
+            try BrokerProcess.run(arguments, dataDirectory: data, stdin: stdin)
+        }
+        #expect(try run(["tenant", "create", "acme"]).status == 0)
+        #expect(try run(["tenant", "create", "globex"]).status == 0)
+        #expect(try run(["operator", "add", "ops", "--password-stdin"], stdin: "0ps-secret\n").status == 0)
+        let badName = try run(["operator", "add", "Ops Team", "--password-stdin"], stdin: "x\n")
+        #expect(badName.status != 0 && badName.error.contains("operator name"), "\(badName.error)")
+        #expect(try run(["operator", "list"]).output == "ops\n")
+        #expect(try run(["user", "add", "acme", "dave", "--password-stdin"], stdin: "d4ve\n").status == 0)
+        let export = try run(["user", "export", "acme", "dave"])
+        #expect(export.status == 0 && export.output.contains("\"username\" : \"dave\""), "\(export.output)")
+        #expect(!export.output.contains("$2"))
+        let deleted = try run(["user", "delete", "acme", "dave"])
+        #expect(deleted.status == 0 && deleted.output.contains("deleted dave"), "\(deleted.error)")
+        #expect(try run(["user", "delete", "acme", "dave"]).status != 0)
+        #expect(try run(["tenant", "update", "acme", "--suspend"]).output.contains("suspended"))
+        let unconfirmed = try run(["tenant", "delete", "globex"])
+        #expect(unconfirmed.status != 0 && unconfirmed.error.contains("confirm=globex"), "\(unconfirmed.error)")
+        #expect(try run(["tenant", "delete", "globex", "--confirm", "globex"]).status == 0)
+        #expect(
+            try run(["tenant", "list"]).output
+                == "acme\tacme\tEN\tEurope/Berlin\tcom.example.impulse\tend-of-day\tsuspended\n"
+        )
+        // Each write above is in the trail, newest first, as the command line's.
+        let actions = try run(["audit"]).output.split(separator: "\n").map {
+            $0.split(separator: "\t").map(String.init)
+        }
+        #expect(
+            actions.map { $0[4] } == [
+                "tenant.delete", "tenant.suspend", "user.delete", "user.export", "user.create", "operator.create",
+                "tenant.create", "tenant.create",
+            ],
+            "\(actions)"
+        )
+        #expect(actions.allSatisfy { $0[1] == "cli" && $0[2] == "operator" })
+        #expect(try run(["audit", "--tenant", "acme"]).output.split(separator: "\n").count == 5)
+    }
+
     @Test("database takes a PostgreSQL URL: admin commands use it; a bad URL or an unreadable password file is refused")
     func postgresDatabase() async throws {
         let none: String? = nil

@@ -45,11 +45,13 @@ struct ChangeFeedFollowerTests {
             // Housekeeping on every round (a retention of zero), as the broker does every ten minutes.
             let follower = ChangeFeedFollower(
                 store: store,
-                authenticator: Authenticator(store: store, cacheTTL: .seconds(1)),
-                ledger: broker.application.ledger,
-                scheduler: nil,
-                tenants: TenantDirectory(store: store, defaultTenant: nil),
-                gateway: nil,
+                caches: CacheInvalidation(
+                    authenticator: Authenticator(store: store, cacheTTL: .seconds(1)),
+                    ledger: broker.application.ledger,
+                    scheduler: nil,
+                    tenants: TenantDirectory(store: store, defaultTenant: nil),
+                    gateway: nil
+                ),
                 interval: .milliseconds(20),
                 retention: .zero,
                 logger: TestBroker.logger
@@ -67,11 +69,13 @@ struct ChangeFeedFollowerTests {
             #expect(try await tenants.resolve("acme").pushExpiry == .endOfDay)
             let follower = ChangeFeedFollower(
                 store: broker.store,
-                authenticator: Authenticator(store: broker.store, cacheTTL: .seconds(1)),
-                ledger: broker.application.ledger,
-                scheduler: nil,
-                tenants: tenants,
-                gateway: nil,
+                caches: CacheInvalidation(
+                    authenticator: Authenticator(store: broker.store, cacheTTL: .seconds(1)),
+                    ledger: broker.application.ledger,
+                    scheduler: nil,
+                    tenants: tenants,
+                    gateway: nil
+                ),
                 interval: .milliseconds(20),
                 retention: .seconds(600),
                 logger: TestBroker.logger

@@ -18,6 +18,8 @@ enum Fixture {
     static let globexAlicePassword = "globex-secret"
     static let carolPassword = "carol-pass"
     static let rootPassword = "root-<pass>"
+    /// The admin API's operator token in every test broker.
+    static let operatorToken = "operator-token-of-the-tests-0123456789"
     /// Alice gets twelve impulses, `acme-1` (oldest) to `acme-12` (newest).
     static let aliceDeliveries = 12
 
@@ -173,7 +175,8 @@ struct TestBroker: Sendable {
                 mediaDirectory: directory + "/media",
                 bcryptCost: 4,
                 requestDeadline: requestDeadline,
-                admission: admission
+                admission: admission,
+                operatorToken: Fixture.operatorToken
             ),
             // Off unless a test asks: the fixture's users would otherwise get today's impulse at start.
             scheduler: scheduler,

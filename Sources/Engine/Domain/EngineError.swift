@@ -6,6 +6,8 @@ public struct EngineError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let notFound = Code(name: "not-found")
         public static let unknownTenant = Code(name: "unknown-tenant")
         public static let conflict = Code(name: "conflict")
+        /// The caller is known but may not do this (a tenant admin asking for an operator's action, a suspended tenant).
+        public static let forbidden = Code(name: "forbidden")
         public static let storage = Code(name: "storage")
         public var description: String { name }
     }

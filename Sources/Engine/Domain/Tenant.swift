@@ -13,6 +13,8 @@ public struct Tenant: Sendable, Equatable {
     public var apnsTopic: String
     /// How long APNs keeps trying to reach an offline phone.
     public var pushExpiry: PushExpiry
+    /// A suspended tenant gets no dispatch, and its users and admins are refused (403) until it is resumed.
+    public var suspended: Bool
     public var createdAt: Date
 
     public init(
@@ -24,6 +26,7 @@ public struct Tenant: Sendable, Equatable {
         maxPushesPerDay: Int = 1,
         apnsTopic: String = "com.example.impulse",
         pushExpiry: PushExpiry = .endOfDay,
+        suspended: Bool = false,
         createdAt: Date = Date()
     ) throws(EngineError) {
         guard !name.isEmpty, name.count <= 200 else {
@@ -47,6 +50,64 @@ public struct Tenant: Sendable, Equatable {
         self.maxPushesPerDay = maxPushesPerDay
         self.apnsTopic = apnsTopic
         self.pushExpiry = pushExpiry
+        self.suspended = suspended
         self.createdAt = createdAt
+    }
+}
+
+/// A tenant's settings as an operator sets them: every member optional, those given replace the tenant's.
+public struct TenantSettings: Sendable, Equatable, Decodable {
+    public var name: String?
+    public var defaultLanguage: String?
+    public var defaultTimeZone: String?
+    /// The default local delivery time, `HH:mm`.
+    public var deliveryTime: String?
+    public var maxPushesPerDay: Int?
+    public var apnsTopic: String?
+    /// `end-of-day` or `immediate`.
+    public var pushExpiry: String?
+    public var suspended: Bool?
+
+    public init(
+        name: String? = nil,
+        defaultLanguage: String? = nil,
+        defaultTimeZone: String? = nil,
+        deliveryTime: String? = nil,
+        maxPushesPerDay: Int? = nil,
+        apnsTopic: String? = nil,
+        pushExpiry: String? = nil,
+        suspended: Bool? = nil
+    ) {
+        self.name = name
+        self.defaultLanguage = defaultLanguage
+        self.defaultTimeZone = defaultTimeZone
+        self.deliveryTime = deliveryTime
+        self.maxPushesPerDay = maxPushesPerDay
+        self.apnsTopic = apnsTopic
+        self.pushExpiry = pushExpiry
+        self.suspended = suspended
+    }
+
+    /// The tenant with these settings, checked as a new tenant's are; nothing changes if one is invalid.
+    func apply(to tenant: inout Tenant) throws(EngineError) {
+        let expiry = try pushExpiry.map { (text) throws(EngineError) -> PushExpiry in
+            guard let value = PushExpiry(rawValue: text) else {
+                throw EngineError(.invalidInput, "pushExpiry must be end-of-day or immediate")
+            }
+            return value
+        }
+        tenant = try Tenant(
+            id: tenant.id,
+            name: name ?? tenant.name,
+            defaultLanguage: defaultLanguage ?? tenant.defaultLanguage,
+            defaultTimeZone: defaultTimeZone ?? tenant.defaultTimeZone,
+            defaultDeliveryTime: try deliveryTime.map { (text) throws(EngineError) in try LocalTime(parsing: text) }
+                ?? tenant.defaultDeliveryTime,
+            maxPushesPerDay: maxPushesPerDay ?? tenant.maxPushesPerDay,
+            apnsTopic: apnsTopic ?? tenant.apnsTopic,
+            pushExpiry: expiry ?? tenant.pushExpiry,
+            suspended: suspended ?? tenant.suspended,
+            createdAt: tenant.createdAt
+        )
     }
 }

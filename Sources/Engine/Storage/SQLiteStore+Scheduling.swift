@@ -297,7 +297,11 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM reminders WHERE fire_at <= ? ORDER BY fire_at, id LIMIT ?",
+                // A suspended tenant's reminders wait for it to be resumed.
+                sql: """
+                    SELECT r.* FROM reminders r JOIN tenants t ON t.id = r.tenant_id
+                    WHERE r.fire_at <= ? AND t.suspended = 0 ORDER BY r.fire_at, r.id LIMIT ?
+                    """,
                 arguments: [now.unixSeconds, max(0, limit)]
             ).map(Self.reminder(from:))
         }

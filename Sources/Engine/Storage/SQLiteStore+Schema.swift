@@ -155,6 +155,30 @@ extension SQLiteStore {
             // NULL: the default (`end-of-day`).
             try db.execute(sql: "ALTER TABLE tenants ADD COLUMN push_expiry TEXT")
         }
+        migrator.registerMigration("v8-administration") { db in
+            // Operator accounts, the audit trail of every admin write, and suspended tenants.
+            try db.execute(
+                sql: """
+                    ALTER TABLE tenants ADD COLUMN suspended INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE operators (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        password_hash TEXT NOT NULL,
+                        created_at REAL NOT NULL
+                    );
+                    CREATE TABLE audit (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        at REAL NOT NULL,
+                        actor TEXT NOT NULL,
+                        role TEXT NOT NULL,
+                        tenant_id TEXT,
+                        action TEXT NOT NULL,
+                        target TEXT NOT NULL,
+                        request_id TEXT
+                    );
+                    CREATE INDEX audit_tenant ON audit(tenant_id, id);
+                    """
+            )
+        }
         return migrator
     }
 }

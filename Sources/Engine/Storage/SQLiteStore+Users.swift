@@ -3,19 +3,22 @@ import GRDB
 
 extension SQLiteStore {
     public func createTenant(_ tenant: Tenant) async throws {
-        try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
-                        max_pushes_per_day, apns_topic, created_at, push_expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
-                    tenant.defaultDeliveryTime.minuteOfDay, tenant.maxPushesPerDay, tenant.apnsTopic,
-                    tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue,
-                ]
-            )
-        }
+        try await write { db in try Self.insertTenant(tenant, db) }
+    }
+
+    static func insertTenant(_ tenant: Tenant, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
+                    max_pushes_per_day, apns_topic, created_at, push_expiry, suspended)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
+                tenant.defaultDeliveryTime.minuteOfDay, tenant.maxPushesPerDay, tenant.apnsTopic,
+                tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue, tenant.suspended,
+            ]
+        )
     }
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
@@ -56,7 +59,7 @@ extension SQLiteStore {
     }
 
     /// Inserts a user and its row of the due index (a fire time of 0 with no date asks the scheduler to plan it).
-    private func insertUser(_ new: NewUser, _ db: Database, at now: Date) throws -> User {
+    func insertUser(_ new: NewUser, _ db: Database, at now: Date) throws -> User {
         let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
@@ -203,6 +206,7 @@ extension SQLiteStore {
             maxPushesPerDay: row["max_pushes_per_day"],
             apnsTopic: row["apns_topic"],
             pushExpiry: (row["push_expiry"] as String?).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
+            suspended: row["suspended"],
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

@@ -86,7 +86,14 @@ public func buildApplication(
     }
     let inspector = Inspector(store: store, gateway: push.gateway, transport: push.transport, scheduler: scheduler)
     let tenants = TenantDirectory(store: store, defaultTenant: configuration.defaultTenant)
-    let api = RESTAPI(
+    let caches = CacheInvalidation(
+        authenticator: authenticator,
+        ledger: ledger,
+        scheduler: scheduler,
+        tenants: tenants,
+        gateway: push.gateway
+    )
+    var rest = RESTAPI(
         tenants: tenants,
         authenticator: authenticator,
         ledger: ledger,
@@ -97,6 +104,21 @@ public func buildApplication(
         metrics: metrics.metrics,
         inspector: inspector
     )
+    let bcryptCost = configuration.rest.bcryptCost
+    rest.admin = AdminAPI(
+        administration: Administration(
+            store: store,
+            hashPassword: { try await Authenticator.hash($0, cost: bcryptCost) }
+        ),
+        authenticator: AdminAuthenticator(
+            users: authenticator,
+            store: store,
+            operatorToken: configuration.rest.operatorToken
+        ),
+        tenants: tenants,
+        caches: caches
+    )
+    let api = rest
     let tls = try TLSFiles.configuredOrSelfSigned(
         certificatePath: configuration.tlsCertificatePath,
         privateKeyPath: configuration.tlsPrivateKeyPath,
@@ -116,11 +138,7 @@ public func buildApplication(
     var services: [any Service] = [
         ChangeFeedFollower(
             store: store,
-            authenticator: authenticator,
-            ledger: ledger,
-            scheduler: scheduler,
-            tenants: tenants,
-            gateway: push.gateway,
+            caches: caches,
             interval: configuration.changeFeedInterval,
             retention: .seconds(600),
             logger: logger

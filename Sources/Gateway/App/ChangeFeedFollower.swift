@@ -10,11 +10,7 @@ import ServiceLifecycle
 /// nodes, within one `interval`, or at once when the store announces them (PostgreSQL's `NOTIFY`).
 struct ChangeFeedFollower: Service {
     let store: any ChangeFeedStore & DeviceStore
-    let authenticator: Authenticator
-    let ledger: DeliveryLedger
-    let scheduler: Scheduler?
-    let tenants: TenantDirectory
-    let gateway: PushGateway?
+    let caches: CacheInvalidation
     let interval: Duration
     let retention: Duration
     let logger: Logger
@@ -38,14 +34,7 @@ struct ChangeFeedFollower: Service {
                 var batch = try await store.changes(after: position, limit: 1000)
                 while !batch.isEmpty {
                     for change in batch where change.origin != store.nodeID {
-                        authenticator.invalidate(change)
-                        await ledger.apply(change)
-                        if change.subject == .catalog {
-                            // A catalog import or a change of the tenant's settings (`tenant update`).
-                            await scheduler?.catalogChanged(tenant: change.tenant)
-                            gateway?.catalogChanged(tenant: change.tenant)
-                            tenants.forget(change.tenant)
-                        }
+                        await caches.apply(change)
                     }
                     position = batch.last?.sequence ?? position
                     batch = batch.count == 1000 ? try await store.changes(after: position, limit: 1000) : []
@@ -76,6 +65,27 @@ struct ChangeFeedFollower: Service {
                 "cannot purge devices marked gone; they stay invisible, and the next round tries again",
                 metadata: ["error": "\(error)"]
             )
+        }
+    }
+}
+
+/// What a change drops from this process's caches, in one place: the change feed follower applies the changes of
+/// other processes, the admin API those of its own writes.
+struct CacheInvalidation: Sendable {
+    let authenticator: Authenticator
+    let ledger: DeliveryLedger
+    let scheduler: Scheduler?
+    let tenants: TenantDirectory
+    let gateway: PushGateway?
+
+    func apply(_ change: StoreChange) async {
+        authenticator.invalidate(change)
+        await ledger.apply(change)
+        if change.subject == .catalog {
+            // A catalog import or a change of the tenant's settings (`tenant update`, the admin API).
+            await scheduler?.catalogChanged(tenant: change.tenant)
+            gateway?.catalogChanged(tenant: change.tenant)
+            tenants.forget(change.tenant)
         }
     }
 }

@@ -49,17 +49,7 @@ struct AdminRoutes: Sendable {
 
     private func authorize(_ request: Request) throws {
         guard let token else { return }
-        let expected = Array(token.utf8)
-        // The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` is as good as `Bearer`.
-        let field = request.headers[.authorization] ?? ""
-        let parts = field.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        let given =
-            parts.count == 2 && parts[0].lowercased() == "bearer"
-            ? Array(parts[1].trimmingCharacters(in: .whitespaces).utf8) : []
-        // Compared without an early exit, so the time taken does not tell how much of the token matched.
-        var difference = UInt8(given.count == expected.count ? 0 : 1)
-        for index in expected.indices { difference |= expected[index] ^ (index < given.count ? given[index] : 0) }
-        guard difference == 0 else {
+        guard BearerToken(token).matches(request.headers[.authorization]) else {
             throw Problem(
                 .unauthorized,
                 "unauthorized",

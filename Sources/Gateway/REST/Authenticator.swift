@@ -64,13 +64,38 @@ public final class Authenticator: Sendable {
         if let user = cache.lookup(tenant: tenant.id, username: username, password: password) {
             return try enabled(user)
         }
-        let key = LoginThrottle.UsernameKey(tenant: tenant.id, username: username)
+        var logger = logger
+        logger[metadataKey: "tenant.id"] = "\(tenant.id)"
+        let user = try await verify(
+            username: username,
+            password: password,
+            key: LoginThrottle.UsernameKey(tenant: tenant.id, username: username),
+            address: address,
+            logger: logger
+        ) {
+            try await store.user(tenant: tenant.id, username: username).map { ($0, $0.passwordHash) }
+        }
+        cache.store(user: user, password: password)
+        return try enabled(user)
+    }
+
+    /// The account `lookup` finds for `username` if `password` matches its hash, or a 401/429/503 problem. An
+    /// unknown username is checked against a decoy hash, so it costs as long; failures are throttled per username
+    /// (`key`) and per address, and a guesser that waits for its answers gets them slowly.
+    func verify<Account: Sendable>(
+        username: String,
+        password: String,
+        key: LoginThrottle.UsernameKey,
+        address: String?,
+        logger: Logger,
+        lookup: () async throws -> (account: Account, hash: String)?
+    ) async throws -> Account {
         let (verdict, trusted) = throttle.withLock {
             ($0.admit(key, address: address, now: .now), $0.isTrusted(key, address: address, now: .now))
         }
         guard case .proceed(let slowFailure) = verdict else {
             if case .refuse(let retryAfter) = verdict {
-                logger.notice("login refused: too many failed attempts", metadata: ["tenant.id": "\(tenant.id)"])
+                logger.notice("login refused: too many failed attempts")
                 throw Problem.retryLater(
                     .tooManyRequests,
                     "too-many-attempts",
@@ -80,11 +105,11 @@ public final class Authenticator: Sendable {
             }
             throw unauthorized("wrong username or password")
         }
-        let user = try await store.user(tenant: tenant.id, username: username)
+        let found = try await lookup()
         let valid: Bool
         do {
-            // A user's known address may use the queue's reserve: an attack elsewhere does not lock them out.
-            var hash = user?.passwordHash
+            // A known address of the account may use the queue's reserve: an attack elsewhere does not lock it out.
+            var hash = found?.hash
             if hash == nil { hash = try await decoyHash() }
             valid = try await verifier.verify(password, hash: hash ?? "", reserved: trusted)
         } catch let overloaded as PasswordVerifier.Overloaded {
@@ -96,15 +121,13 @@ public final class Authenticator: Sendable {
                 after: overloaded.retryAfter
             )
         }
-        guard valid, let user else {
-            logger.notice("authentication failed", metadata: ["tenant.id": "\(tenant.id)"])
-            // A guesser that waits for its answers gets them slowly; one that does not is refused soon.
+        guard valid, let account = found?.account else {
+            logger.notice("authentication failed")
             if slowFailure { try await Task.sleep(for: failureDelay) }
             throw unauthorized("wrong username or password")
         }
         throttle.withLock { $0.succeeded(key, address: address, now: .now) }
-        cache.store(user: user, password: password)
-        return try enabled(user)
+        return account
     }
 
     func invalidate(_ change: StoreChange) {
@@ -120,7 +143,7 @@ public final class Authenticator: Sendable {
         return user
     }
 
-    private func unauthorized(_ detail: String) -> Problem {
+    func unauthorized(_ detail: String) -> Problem {
         let quotedRealm = realm.replacingOccurrences(of: "\"", with: "")
         return Problem(
             .unauthorized,

@@ -38,7 +38,8 @@ struct LoginThrottle {
     }
 
     struct UsernameKey: Hashable {
-        var tenant: TenantID
+        /// The user's tenant; nil for an operator account.
+        var tenant: TenantID?
         var username: String
     }
 

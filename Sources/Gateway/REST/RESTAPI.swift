@@ -27,6 +27,8 @@ public struct RESTAPI: Sendable {
     let admission: AdmissionControl
     /// Fewer streams per HTTP/2 connection while admission control is full.
     let streamGovernor = StreamGovernor(normal: 100, throttled: 4)
+    /// The admin API (`/admin/v1`, `/t/{tenant}/admin/v1`); nil serves none.
+    var admin: AdminAPI?
 
     public init(
         tenants: TenantDirectory,
@@ -82,6 +84,7 @@ public struct RESTAPI: Sendable {
         addVersionedRoutes(router, scheme: scheme)
         addMediaRoutes(router)
         addAdminRoutes(router, scheme: scheme)
+        admin?.addRoutes(router, api: self, scheme: scheme)
         return router
     }
 
@@ -96,28 +99,12 @@ public struct RESTAPI: Sendable {
         if allowed.contains(.get) { allowed.insert(.head) }
         allowed.insert(.options)
         let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
-        let deadline = RequestDeadline(limit: configuration.requestDeadline)
         for prefix in ["", "/t/:tenant"] {
             for (method, handler) in handlers {
                 router.on(RouterPath(prefix + path), method: method) { request, context in
-                    let tenant = AdmissionControl.tenant(ofPath: request.uri.path)
-                    do {
-                        return try await deadline.run(
-                            on: context.eventLoop,
-                            executor: context.executor,
-                            abandoned: { admission.hold(tenant: tenant) },
-                            finishedLate: { admission.release(tenant: tenant) }
-                        ) {
-                            let caller = try await self.caller(request, context, scheme: scheme)
-                            return try await handler(request, context, caller)
-                        }
-                    } catch is RequestDeadline.Exceeded {
-                        throw Problem.retryLater(
-                            .serviceUnavailable,
-                            "storage-unavailable",
-                            "the broker could not finish the request in time; try again later",
-                            after: .seconds(5)
-                        )
+                    try await underDeadline(request, context) {
+                        let caller = try await self.caller(request, context, scheme: scheme)
+                        return try await handler(request, context, caller)
                     }
                 }
             }
@@ -125,6 +112,32 @@ public struct RESTAPI: Sendable {
                 Response(status: .noContent, headers: [.allow: allow])
             }
             Self.refuseOtherMethods(router, RouterPath(prefix + path), allowing: allowed)
+        }
+    }
+
+    /// Runs an authenticated request's work within `requestDeadline`: past it the client gets 503 with
+    /// `Retry-After`, and the work goes on, holding its admission slot until it ends.
+    func underDeadline(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        _ work: @escaping @Sendable () async throws -> Response
+    ) async throws -> Response {
+        let tenant = AdmissionControl.tenant(ofPath: request.uri.path)
+        do {
+            return try await RequestDeadline(limit: configuration.requestDeadline).run(
+                on: context.eventLoop,
+                executor: context.executor,
+                abandoned: { admission.hold(tenant: tenant) },
+                finishedLate: { admission.release(tenant: tenant) },
+                work
+            )
+        } catch is RequestDeadline.Exceeded {
+            throw Problem.retryLater(
+                .serviceUnavailable,
+                "storage-unavailable",
+                "the broker could not finish the request in time; try again later",
+                after: .seconds(5)
+            )
         }
     }
 

@@ -30,6 +30,8 @@ public struct RESTConfiguration: Sendable {
     public var requestDeadline: Duration
     /// Requests in progress on the node and per tenant; beyond them 503 and 429.
     public var admission: AdmissionLimits
+    /// The bearer token that makes a request to the admin API an operator's (besides operator accounts).
+    public var operatorToken: String?
 
     public init(
         publicBaseURL: String? = nil,
@@ -44,7 +46,8 @@ public struct RESTConfiguration: Sendable {
         bcryptCost: UInt8 = 12,
         verificationQueue: Int = 64,
         requestDeadline: Duration = .seconds(10),
-        admission: AdmissionLimits = AdmissionLimits()
+        admission: AdmissionLimits = AdmissionLimits(),
+        operatorToken: String? = nil
     ) {
         self.publicBaseURL = publicBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.maxBodySize = maxBodySize
@@ -58,6 +61,7 @@ public struct RESTConfiguration: Sendable {
         self.bcryptCost = min(31, max(4, bcryptCost))
         self.verificationQueue = max(1, verificationQueue)
         self.requestDeadline = max(.milliseconds(100), requestDeadline)
+        self.operatorToken = operatorToken
         self.admission = admission
     }
 }

@@ -32,8 +32,17 @@ public final class TenantDirectory: Sendable {
         }
     }
 
-    /// The tenant for a path segment (or the default tenant for `nil`), or a 404 problem.
-    func resolve(_ segment: String?) async throws -> Tenant {
+    /// The tenant for a path segment (or the default tenant for `nil`), or a 404 problem; a suspended tenant is a
+    /// 403 problem unless `allowingSuspended` (an operator's admin routes).
+    func resolve(_ segment: String?, allowingSuspended: Bool = false) async throws -> Tenant {
+        let tenant = try await lookup(segment)
+        guard allowingSuspended || !tenant.suspended else {
+            throw Problem(.forbidden, "tenant-suspended", "the programme is suspended; ask its administrator")
+        }
+        return tenant
+    }
+
+    private func lookup(_ segment: String?) async throws -> Tenant {
         guard let raw = segment ?? defaultTenant?.rawValue else {
             throw Problem(.notFound, "unknown-tenant", "no default tenant is configured; use /t/{tenant}/")
         }

@@ -76,7 +76,9 @@ extension PostgresStore {
         try await read { [self] connection in
             try await connection.rows(
                 """
-                SELECT \(unescaped: Self.reminderColumns) FROM reminders WHERE fire_at <= \(now.unixSeconds)
+                SELECT \(unescaped: Self.reminderColumns) FROM reminders
+                WHERE fire_at <= \(now.unixSeconds)
+                    AND tenant_id NOT IN (SELECT id FROM tenants WHERE suspended)
                 ORDER BY fire_at, id LIMIT \(max(0, limit))
                 """,
                 logger

@@ -202,6 +202,34 @@ extension PostgresStore {
                 "ALTER TABLE deliveries DROP COLUMN leased_until",
             ]
         ),
+        Migration(
+            version: 5,
+            name: "administration",
+            statements: [
+                // Operator accounts, the audit trail of every admin write, and suspended tenants.
+                "ALTER TABLE tenants ADD COLUMN suspended boolean NOT NULL DEFAULT false",
+                """
+                CREATE TABLE operators (
+                    name text PRIMARY KEY,
+                    password_hash text NOT NULL,
+                    created_at double precision NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE audit (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    at double precision NOT NULL,
+                    actor text NOT NULL,
+                    role text NOT NULL,
+                    tenant_id text,
+                    action text NOT NULL,
+                    target text NOT NULL,
+                    request_id text
+                )
+                """,
+                "CREATE INDEX audit_tenant ON audit (tenant_id, id)",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

@@ -3,23 +3,25 @@ import PostgresNIO
 
 extension PostgresStore {
     public func createTenant(_ tenant: Tenant) async throws {
-        _ = try await write { [self] connection in
-            try await connection.run(
-                """
-                INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
-                    max_pushes_per_day, apns_topic, created_at, push_expiry)
-                VALUES (\(tenant.id.rawValue), \(tenant.name), \(tenant.defaultLanguage), \(tenant.defaultTimeZone),
-                    \(tenant.defaultDeliveryTime.minuteOfDay), \(tenant.maxPushesPerDay), \(tenant.apnsTopic),
-                    \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue))
-                """,
-                logger
-            )
-        }
+        try await write { [self] connection in try await self.insertTenant(tenant, connection) }
+    }
+
+    func insertTenant(_ tenant: Tenant, _ connection: PostgresConnection) async throws {
+        try await connection.run(
+            """
+            INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
+                max_pushes_per_day, apns_topic, created_at, push_expiry, suspended)
+            VALUES (\(tenant.id.rawValue), \(tenant.name), \(tenant.defaultLanguage), \(tenant.defaultTimeZone),
+                \(tenant.defaultDeliveryTime.minuteOfDay), \(tenant.maxPushesPerDay), \(tenant.apnsTopic),
+                \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue), \(tenant.suspended))
+            """,
+            logger
+        )
     }
 
     static let tenantColumns = """
         id, name, default_language, default_time_zone, default_delivery_minute, max_pushes_per_day, apns_topic,
-            push_expiry, created_at
+            push_expiry, created_at, suspended
         """
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
@@ -60,63 +62,65 @@ extension PostgresStore {
     /// them) with two statements per 5,000 users, in one transaction.
     public func createUsers(_ users: [NewUser]) async throws -> [User] {
         guard !users.isEmpty else { return [] }
-        return try await write { [self] connection in
-            let now = Date().unixSeconds
-            var created: [User] = []
-            created.reserveCapacity(users.count)
-            for start in stride(from: 0, to: users.count, by: 5000) {
-                let chunk = users[start..<min(users.count, start + 5000)]
-                let rows = try await connection.rows(
-                    """
-                    INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
-                        delivery_minute, quiet_start, quiet_end, weekdays, created_at, is_admin)
-                    SELECT tenant, username, hash, NULLIF(language, ''), scores, true, NULLIF(zone, ''),
-                        NULLIF(minute, -1), NULLIF(quiet_start, -1), NULLIF(quiet_end, -1), weekdays, \(now), admin
-                    FROM UNNEST(\(chunk.map(\.tenant.rawValue)), \(chunk.map(\.username)),
-                        \(chunk.map(\.passwordHash)), \(chunk.map { $0.language ?? "" }),
-                        \(chunk.map { StoredForm.encodeScores($0.lifeAreas) }),
-                        \(chunk.map { $0.preferences.timeZone ?? "" }),
-                        \(chunk.map { $0.preferences.deliveryTime?.minuteOfDay ?? -1 }),
-                        \(chunk.map { $0.preferences.quietHours?.start.minuteOfDay ?? -1 }),
-                        \(chunk.map { $0.preferences.quietHours?.end.minuteOfDay ?? -1 }),
-                        \(chunk.map(\.preferences.weekdays.mask)), \(chunk.map(\.isAdmin)))
-                        WITH ORDINALITY AS v(tenant, username, hash, language, scores, zone, minute, quiet_start,
-                            quiet_end, weekdays, admin, position)
-                    ORDER BY position
-                    RETURNING id
-                    """,
-                    logger
-                )
-                // INSERT ... SELECT ... ORDER BY assigns identities in that order; RETURNING's order is not
-                // promised, so the ids are sorted to match.
-                let ids = try rows.map { try $0.at(0, as: Int64.self) }.sorted()
-                guard ids.count == chunk.count else { throw EngineError(.storage, "users were not all inserted") }
-                try await connection.run(
-                    """
-                    INSERT INTO schedules (user_id, tenant_id, fire_at)
-                    SELECT * , 0 FROM UNNEST(\(ids), \(chunk.map(\.tenant.rawValue)))
-                    """,
-                    logger
-                )
-                for (id, new) in zip(ids, chunk) {
-                    created.append(
-                        User(
-                            id: UserID(id),
-                            tenant: new.tenant,
-                            username: new.username,
-                            passwordHash: new.passwordHash,
-                            language: new.language,
-                            lifeAreas: new.lifeAreas,
-                            enabled: true,
-                            preferences: new.preferences,
-                            isAdmin: new.isAdmin,
-                            createdAt: Date(unixSeconds: now)
-                        )
+        return try await write { [self] connection in try await self.insertUsers(users, connection) }
+    }
+
+    func insertUsers(_ users: [NewUser], _ connection: PostgresConnection) async throws -> [User] {
+        let now = Date().unixSeconds
+        var created: [User] = []
+        created.reserveCapacity(users.count)
+        for start in stride(from: 0, to: users.count, by: 5000) {
+            let chunk = users[start..<min(users.count, start + 5000)]
+            let rows = try await connection.rows(
+                """
+                INSERT INTO users (tenant_id, username, password_hash, language, life_areas, enabled, time_zone,
+                    delivery_minute, quiet_start, quiet_end, weekdays, created_at, is_admin)
+                SELECT tenant, username, hash, NULLIF(language, ''), scores, true, NULLIF(zone, ''),
+                    NULLIF(minute, -1), NULLIF(quiet_start, -1), NULLIF(quiet_end, -1), weekdays, \(now), admin
+                FROM UNNEST(\(chunk.map(\.tenant.rawValue)), \(chunk.map(\.username)),
+                    \(chunk.map(\.passwordHash)), \(chunk.map { $0.language ?? "" }),
+                    \(chunk.map { StoredForm.encodeScores($0.lifeAreas) }),
+                    \(chunk.map { $0.preferences.timeZone ?? "" }),
+                    \(chunk.map { $0.preferences.deliveryTime?.minuteOfDay ?? -1 }),
+                    \(chunk.map { $0.preferences.quietHours?.start.minuteOfDay ?? -1 }),
+                    \(chunk.map { $0.preferences.quietHours?.end.minuteOfDay ?? -1 }),
+                    \(chunk.map(\.preferences.weekdays.mask)), \(chunk.map(\.isAdmin)))
+                    WITH ORDINALITY AS v(tenant, username, hash, language, scores, zone, minute, quiet_start,
+                        quiet_end, weekdays, admin, position)
+                ORDER BY position
+                RETURNING id
+                """,
+                logger
+            )
+            // INSERT ... SELECT ... ORDER BY assigns identities in that order; RETURNING's order is not
+            // promised, so the ids are sorted to match.
+            let ids = try rows.map { try $0.at(0, as: Int64.self) }.sorted()
+            guard ids.count == chunk.count else { throw EngineError(.storage, "users were not all inserted") }
+            try await connection.run(
+                """
+                INSERT INTO schedules (user_id, tenant_id, fire_at)
+                SELECT * , 0 FROM UNNEST(\(ids), \(chunk.map(\.tenant.rawValue)))
+                """,
+                logger
+            )
+            for (id, new) in zip(ids, chunk) {
+                created.append(
+                    User(
+                        id: UserID(id),
+                        tenant: new.tenant,
+                        username: new.username,
+                        passwordHash: new.passwordHash,
+                        language: new.language,
+                        lifeAreas: new.lifeAreas,
+                        enabled: true,
+                        preferences: new.preferences,
+                        isAdmin: new.isAdmin,
+                        createdAt: Date(unixSeconds: now)
                     )
-                }
+                )
             }
-            return created
         }
+        return created
     }
 
     static let userColumns = """
@@ -251,6 +255,7 @@ extension PostgresStore {
             maxPushesPerDay: row.at(5),
             apnsTopic: row.at(6),
             pushExpiry: (try row.at(7, as: String?.self)).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
+            suspended: row.at(9),
             createdAt: Date(unixSeconds: row.at(8))
         )
     }

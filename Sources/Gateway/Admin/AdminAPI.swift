@@ -1,0 +1,148 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The admin API: operators under `/admin/v1/` (tenants, operators, the whole audit trail), a tenant's admins
+/// (and operators) under `/t/{tenant}/admin/v1/` (users, the tenant's audit trail). Every rule is
+/// ``Administration``'s, shared with the command line; this file maps HTTP to it.
+struct AdminAPI: Sendable {
+    let administration: Administration
+    let authenticator: AdminAuthenticator
+    let tenants: TenantDirectory
+    let caches: CacheInvalidation
+
+    typealias OperatorHandler = @Sendable (Request, BrokerRequestContext, AdminActor) async throws -> Response
+    typealias TenantHandler = @Sendable (Request, BrokerRequestContext, AdminActor, Tenant) async throws -> Response
+
+    func addRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
+        addTenantRoutes(router, api: api, scheme: scheme)
+        addUserRoutes(router, api: api, scheme: scheme)
+    }
+
+    /// Registers an operator resource under `/admin/v1`, with 405 + `Allow` for other methods.
+    func operatorResource(
+        _ router: Router<BrokerRequestContext>,
+        _ path: String,
+        api: RESTAPI,
+        scheme: String,
+        _ handlers: [HTTPRequest.Method: OperatorHandler]
+    ) {
+        register(
+            router,
+            "/admin/v1" + path,
+            api: api,
+            handlers.mapValues { handler in
+                { request, context, requestID in
+                    let actor = try await authenticator.operatorActor(
+                        request,
+                        address: Self.address(context, scheme: scheme),
+                        requestID: requestID,
+                        logger: context.logger
+                    )
+                    return try await handler(request, context, actor)
+                }
+            }
+        )
+    }
+
+    /// Registers a tenant's admin resource under `/t/{tenant}/admin/v1`.
+    func tenantResource(
+        _ router: Router<BrokerRequestContext>,
+        _ path: String,
+        api: RESTAPI,
+        scheme: String,
+        _ handlers: [HTTPRequest.Method: TenantHandler]
+    ) {
+        register(
+            router,
+            "/t/:tenant/admin/v1" + path,
+            api: api,
+            handlers.mapValues { handler in
+                { request, context, requestID in
+                    // An operator may still administer a suspended tenant; its own admins are refused.
+                    let tenant = try await tenants.resolve(context.parameters.get("tenant"), allowingSuspended: true)
+                    let actor = try await authenticator.tenantActor(
+                        request,
+                        tenant: tenant,
+                        address: Self.address(context, scheme: scheme),
+                        requestID: requestID,
+                        logger: context.logger
+                    )
+                    return try await handler(request, context, actor, tenant)
+                }
+            }
+        )
+    }
+
+    private func register(
+        _ router: Router<BrokerRequestContext>,
+        _ path: String,
+        api: RESTAPI,
+        _ handlers: [HTTPRequest.Method: @Sendable (Request, BrokerRequestContext, String) async throws -> Response]
+    ) {
+        var allowed = Set(handlers.keys)
+        if allowed.contains(.get) { allowed.insert(.head) }
+        allowed.insert(.options)
+        for (method, handler) in handlers {
+            router.on(RouterPath(path), method: method) { request, context in
+                let requestID = Self.requestID(request)
+                do {
+                    var response = try await api.underDeadline(request, context) {
+                        try await handler(request, context, requestID)
+                    }
+                    response.headers[.requestID] = requestID
+                    return response
+                } catch var problem as Problem {
+                    problem.headers[.requestID] = requestID
+                    throw problem
+                } catch let error as EngineError {
+                    var problem = Problem(error)
+                    problem.headers[.requestID] = requestID
+                    throw problem
+                }
+            }
+        }
+        let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
+        router.on(RouterPath(path), method: .options) { _, _ in
+            Response(status: .noContent, headers: [.allow: allow])
+        }
+        RESTAPI.refuseOtherMethods(router, RouterPath(path), allowing: allowed)
+    }
+
+    /// The client's `X-Request-ID` when it is a sane one (1-128 visible ASCII characters), otherwise a new one:
+    /// it goes into the audit trail and back in the answer.
+    static func requestID(_ request: Request) -> String {
+        if let given = request.headers[.requestID], (1...128).contains(given.utf8.count),
+            given.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        {
+            return given
+        }
+        return UUID().uuidString.lowercased()
+    }
+
+    /// The client address failed logins are throttled by; none behind the plain listener (a proxy's address).
+    static func address(_ context: BrokerRequestContext, scheme: String) -> String? {
+        scheme == "https" ? context.remoteAddress.flatMap(ClientAddress.key) : nil
+    }
+
+    /// A path parameter, percent-decoded (usernames may hold `%`, `/` and non-ASCII characters).
+    static func parameter(_ name: String, _ context: BrokerRequestContext) throws -> String {
+        guard let raw = context.parameters.get(name), let value = raw.removingPercentEncoding else {
+            throw Problem.badRequest("bad \(name) in the path", code: "invalid-query")
+        }
+        return value
+    }
+
+    /// Drops what this process cached of what it just changed (other processes learn it from the change feed).
+    func changed(_ tenant: TenantID, _ subjects: [StoreChange.Subject]) async {
+        for subject in subjects {
+            await caches.apply(StoreChange(sequence: 0, tenant: tenant, subject: subject, origin: "local"))
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let requestID = Self("X-Request-ID")!
+}

@@ -1,0 +1,74 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Who is calling the admin API: an operator (the configured bearer token, or an operator account's Basic
+/// credentials, checked as users' are) or, on a tenant's routes, one of that tenant's admins.
+final class AdminAuthenticator: Sendable {
+    let users: Authenticator
+    let store: any AdministrationStore
+    let operatorToken: BearerToken?
+
+    init(users: Authenticator, store: any AdministrationStore, operatorToken: String?) {
+        self.users = users
+        self.store = store
+        self.operatorToken = operatorToken.map(BearerToken.init)
+    }
+
+    /// An operator, or a 401 problem.
+    func operatorActor(
+        _ request: Request,
+        address: String?,
+        requestID: String,
+        logger: Logger
+    ) async throws -> AdminActor {
+        let field = request.headers[.authorization]
+        if BearerToken.credentials(in: field) != nil {
+            guard let operatorToken, operatorToken.matches(field) else { throw users.unauthorized("wrong token") }
+            return AdminActor(role: .operator, name: "token", requestID: requestID)
+        }
+        guard let field, let (name, password) = Authenticator.parseBasic(field) else {
+            throw users.unauthorized("credentials are required")
+        }
+        let account = try await users.verify(
+            username: name,
+            password: password,
+            key: LoginThrottle.UsernameKey(tenant: nil, username: name),
+            address: address,
+            logger: logger
+        ) {
+            try await store.operatorAccount(name: name).map { ($0, $0.passwordHash) }
+        }
+        return AdminActor(role: .operator, name: account.name, requestID: requestID)
+    }
+
+    /// On `tenant`'s admin routes: an operator (a Basic name that is an operator account's is checked as one), or
+    /// an enabled admin of the tenant; a suspended tenant's admins are refused.
+    func tenantActor(
+        _ request: Request,
+        tenant: Tenant,
+        address: String?,
+        requestID: String,
+        logger: Logger
+    ) async throws -> AdminActor {
+        let field = request.headers[.authorization]
+        if BearerToken.credentials(in: field) != nil {
+            return try await operatorActor(request, address: address, requestID: requestID, logger: logger)
+        }
+        if let field, let (name, _) = Authenticator.parseBasic(field),
+            try await store.operatorAccount(name: name) != nil
+        {
+            return try await operatorActor(request, address: address, requestID: requestID, logger: logger)
+        }
+        let user = try await users.authenticate(field, tenant: tenant, address: address, logger: logger)
+        guard user.isAdmin else {
+            throw Problem(.forbidden, "admin-required", "this needs an admin of the tenant")
+        }
+        guard !tenant.suspended else {
+            throw Problem(.forbidden, "tenant-suspended", "the tenant is suspended")
+        }
+        return AdminActor(role: .tenantAdmin, name: user.username, tenant: tenant.id, requestID: requestID)
+    }
+}
