@@ -50,6 +50,11 @@ struct StoreCopyTests {
             preferences: DeliveryPreferences(timeZone: "Asia/Tokyo", deliveryTime: try LocalTime(parsing: "07:15"))
         )
 
+        // An operator account, a suspended tenant and their audit trail move too.
+        let administration = Administration(store: sqlite, hashPassword: { "hash of " + $0 })
+        try await administration.addOperator(name: "ops", password: "0ps", by: .commandLine)
+        _ = try await administration.updateTenant(Fixture.globex, TenantSettings(suspended: true), by: .commandLine)
+
         let url = try await PostgresTestDatabases.make() + "?sslmode=disable"
         let copied = try BrokerProcess.run(["store", "copy", "--from", path, "--to", url], dataDirectory: nil)
         #expect(copied.status == 0, "\(copied.error)")
@@ -61,6 +66,11 @@ struct StoreCopyTests {
             logger: TestBroker.logger
         )
         #expect(try await postgres.tenants() == (try await sqlite.tenants()))
+        #expect(try await postgres.tenants().map(\.suspended) == [false, true])
+        #expect(try await postgres.operatorAccounts() == (try await sqlite.operatorAccounts()))
+        let trail = try await sqlite.auditEntries(tenant: nil, before: nil, limit: 10)
+        let copiedTrail = try await postgres.auditEntries(tenant: nil, before: nil, limit: 10)
+        #expect(trail.count == 2 && copiedTrail == trail)
         for tenant in [Fixture.acme, Fixture.globex] {
             #expect(try await postgres.users(tenant: tenant) == (try await sqlite.users(tenant: tenant)))
             #expect(try await postgres.impulses(tenant: tenant) == (try await sqlite.impulses(tenant: tenant)))

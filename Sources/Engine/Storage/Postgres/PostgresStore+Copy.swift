@@ -25,9 +25,10 @@ extension PostgresStore {
             [
                 ("id", .text), ("name", .text), ("default_language", .text), ("default_time_zone", .text),
                 ("default_delivery_minute", .integer), ("max_pushes_per_day", .integer), ("apns_topic", .text),
-                ("created_at", .real), ("push_expiry", .text),
+                ("created_at", .real), ("push_expiry", .text), ("suspended", .boolean),
             ]
         ),
+        ("operators", [("name", .text), ("password_hash", .text), ("created_at", .real)]),
         (
             "users",
             [
@@ -73,6 +74,13 @@ extension PostgresStore {
             [
                 ("id", .integer), ("tenant_id", .text), ("user_id", .integer), ("impulse_id", .text),
                 ("fire_at", .real), ("created_at", .real),
+            ]
+        ),
+        (
+            "audit",
+            [
+                ("id", .integer), ("at", .real), ("actor", .text), ("role", .text), ("tenant_id", .text),
+                ("action", .text), ("target", .text), ("request_id", .text),
             ]
         ),
     ]
@@ -132,7 +140,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            for table in ["users", "deliveries", "reminders"] {
+            for table in ["users", "deliveries", "reminders", "audit"] {
                 try await connection.run(
                     """
                     SELECT setval(pg_get_serial_sequence(\(table), 'id'),
