@@ -87,6 +87,8 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
+            // The OpenAPI document of the whole HTTP surface, served at /openapi.json.
+            resources: [.copy("REST/openapi.json")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -86,6 +86,7 @@ struct AdminAPI: Sendable {
         if allowed.contains(.get) { allowed.insert(.head) }
         allowed.insert(.options)
         for (method, handler) in handlers {
+            api.routes.record(method, path)
             router.on(RouterPath(path), method: method) { request, context in
                 let requestID = Self.requestID(request)
                 do {

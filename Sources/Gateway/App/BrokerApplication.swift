@@ -27,6 +27,8 @@ public struct BrokerApplication: Service {
     /// Nil when the configuration runs no scheduler.
     public let scheduler: Scheduler?
     public let metrics: MetricsSetup
+    /// Every operation the REST listeners serve (the OpenAPI document describes exactly these).
+    public let routes: RouteCatalog
     let group: ServiceGroup
     let shutdown: ShutdownNotice
 
@@ -119,6 +121,8 @@ public func buildApplication(
         caches: caches
     )
     let api = rest
+    // The contract is part of the build: a broker without it does not start.
+    _ = try OpenAPIDocument.bytes.get()
     let tls = try TLSFiles.configuredOrSelfSigned(
         certificatePath: configuration.tlsCertificatePath,
         privateKeyPath: configuration.tlsPrivateKeyPath,
@@ -230,6 +234,7 @@ public func buildApplication(
         simulator: push.simulator,
         scheduler: scheduler,
         metrics: metrics,
+        routes: api.routes,
         group: group,
         shutdown: shutdown
     )

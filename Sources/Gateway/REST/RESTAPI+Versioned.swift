@@ -197,6 +197,7 @@ extension RESTAPI {
         guard let folder = configuration.mediaDirectory else { return }
         let media = MediaFiles(folder: folder)
         router.get("/media/**") { request, context in try await media.respond(request, context: context) }
+        routes.record(.get, "/media/**")
         RESTAPI.refuseOtherMethods(router, "/media/**", allowing: [.get, .head])
     }
 }

@@ -29,6 +29,8 @@ public struct RESTAPI: Sendable {
     let streamGovernor = StreamGovernor(normal: 100, throttled: 4)
     /// The admin API (`/admin/v1`, `/t/{tenant}/admin/v1`); nil serves none.
     var admin: AdminAPI?
+    /// Every operation the router serves (for the test that holds the OpenAPI document to them).
+    let routes = RouteCatalog()
 
     public init(
         tenants: TenantDirectory,
@@ -79,7 +81,9 @@ public struct RESTAPI: Sendable {
                 body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
             )
         }
+        routes.record(.get, "/health")
         Self.refuseOtherMethods(router, "/health", allowing: [.get, .head])
+        addOpenAPIRoute(router)
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)
         addMediaRoutes(router)
@@ -101,6 +105,7 @@ public struct RESTAPI: Sendable {
         let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
         for prefix in ["", "/t/:tenant"] {
             for (method, handler) in handlers {
+                routes.record(method, prefix + path)
                 router.on(RouterPath(prefix + path), method: method) { request, context in
                     try await underDeadline(request, context) {
                         let caller = try await self.caller(request, context, scheme: scheme)
