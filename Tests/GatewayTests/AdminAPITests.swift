@@ -175,6 +175,9 @@ struct AdminAPITests {
             #expect(
                 try await admin(.PATCH, "/users/bob", #"{"timeZone": "Nowhere/Else", "enabled": false}"#).status == 422
             )
+            // null is not "leave it": refused, naming the member (the fuzzer found it read as absent).
+            let null = try await admin(.PATCH, "/users/bob", #"{"enabled": false, "admin": null}"#)
+            #expect(null.status == 400 && null.json["detail"] as? String == "malformed body: admin must not be null")
             #expect(try await broker.send(.GET, "/t/acme/v1/me", user: "bob").status == 200)
             #expect(try await auditCount() == recorded)
             let disabled = try await admin(.PATCH, "/users/bob", #"{"enabled": false}"#)

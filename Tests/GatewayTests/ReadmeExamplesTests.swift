@@ -82,12 +82,13 @@ struct ReadmeExamplesTests {
     @Test("The README's curl examples run against the demo and the simulator and answer what it says")
     func curlExamples() async throws {
         let examples = Self.examples(Self.readme)
-        #expect(examples.count >= 7, "\(examples)")
+        #expect(examples.count >= 19, "\(examples)")
         let data = TestBroker.temporaryDirectory()
         // The operator listener on a free port: its default, 9090, is another test's demo's while they run at once.
+        let operatorToken = "readme-operator-token-0123456789abcdef"
         let demo = try RunningBroker(
             ["demo", "--users", "0", "--listen", "127.0.0.1:0", "--data-dir", data + "/demo"],
-            environment: ["BROKER_ADMIN_LISTEN": "127.0.0.1:0"]
+            environment: ["BROKER_ADMIN_LISTEN": "127.0.0.1:0", "BROKER_OPERATOR_TOKEN": operatorToken]
         )
         defer { _ = demo.stop() }
         let simulator = try RunningBroker([
@@ -111,7 +112,9 @@ struct ReadmeExamplesTests {
                 .replacingOccurrences(of: "https://127.0.0.1:2197", with: "https://127.0.0.1:\(simulatorPort)")
             let answer = try Self.run(
                 command,
-                environment: ["T": "Authorization: Bearer \(RunningBroker.controlToken)"]
+                environment: [
+                    "T": "Authorization: Bearer \(RunningBroker.controlToken)", "BROKER_OPERATOR_TOKEN": operatorToken,
+                ]
             )
             if let expected = example.expectedStatus {
                 #expect(answer.status == expected, "\(command): \(answer.status) \(answer.body)")

@@ -68,7 +68,10 @@ struct SmallDefectTests {
                 (HTTPMethod.DELETE, "/health", "GET, HEAD"), (.POST, "/health", "GET, HEAD"),
                 (.POST, "/media/hello.txt", "GET, HEAD"), (.TRACE, "/v1/me", "GET, HEAD, OPTIONS"),
                 (.TRACE, "/CurrentImpulse", "GET, HEAD, OPTIONS"), (.TRACE, "/media/hello.txt", "GET, HEAD"),
-                (.TRACE, "/health", "GET, HEAD"),
+                (.TRACE, "/health", "GET, HEAD"), (.RAW(value: "QUERY"), "/v1/me", "GET, HEAD, OPTIONS"),
+                (.RAW(value: "BREW"), "/t/acme/v1/devices/abcd", "DELETE, OPTIONS, PUT"),
+                (.PUT, "/t/acme/admin/v1/users/bob", "DELETE, GET, HEAD, OPTIONS, PATCH"),
+                (.RAW(value: "QUERY"), "/media/x/y.txt", "GET, HEAD"),
             ] {
                 let answer = try await broker.send(method, path)
                 #expect(answer.status == 405, "\(method) \(path): \(answer.status)")

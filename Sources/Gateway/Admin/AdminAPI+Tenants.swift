@@ -19,7 +19,7 @@ extension AdminAPI {
                     )
                 },
                 .post: { request, _, actor in
-                    let body = try await api.decode(NewTenantBody.self, from: request)
+                    let body = try await Self.decode(api, NewTenantBody.self, from: request)
                     let tenant = try await administration.createTenant(body.id, body.settings, by: actor)
                     var response = try Representation.response(TenantBody(tenant), for: request, status: .created)
                     response.headers[.location] = "/admin/v1/tenants/\(tenant.id)"
@@ -38,7 +38,7 @@ extension AdminAPI {
                     return try Representation.response(TenantBody(tenant), for: request)
                 },
                 .patch: { request, context, actor in
-                    let settings = try await api.decode(TenantSettings.self, from: request)
+                    let settings = try await Self.decode(api, TenantSettings.self, from: request)
                     let tenant = try await administration.updateTenant(try Self.tenantID(context), settings, by: actor)
                     await changed(tenant.id, [.catalog])
                     return try Representation.response(TenantBody(tenant), for: request)
@@ -64,7 +64,7 @@ extension AdminAPI {
                     return try Representation.response(PageBody(items: items, next: nil), for: request)
                 },
                 .post: { request, _, actor in
-                    let body = try await api.decode(NewOperatorBody.self, from: request)
+                    let body = try await Self.decode(api, NewOperatorBody.self, from: request)
                     try await administration.addOperator(name: body.name, password: body.password, by: actor)
                     let account = OperatorBody(name: body.name, createdAt: rfc3339(Date()))
                     var response = try Representation.response(account, for: request, status: .created)

@@ -106,10 +106,23 @@ struct AdminAPI: Sendable {
             }
         }
         let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
+        api.routes.record(.options, path)
         router.on(RouterPath(path), method: .options) { _, _ in
             Response(status: .noContent, headers: [.allow: allow])
         }
-        RESTAPI.refuseOtherMethods(router, RouterPath(path), allowing: allowed)
+    }
+
+    /// Decodes an admin request's JSON body; a member given as `null` is refused (400, naming it) rather than
+    /// read as absent: in a change, "absent" means "leave it", and `null` would say something else.
+    static func decode<T: Decodable>(_ api: RESTAPI, _ type: T.Type, from request: Request) async throws -> T {
+        var request = request
+        let buffer = try await request.collectBody(upTo: api.configuration.maxBodySize)
+        if let object = try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any],
+            let member = object.first(where: { $0.value is NSNull })?.key
+        {
+            throw Problem.badRequest("malformed body: \(member) must not be null", code: "malformed-body")
+        }
+        return try await api.decode(type, from: request)
     }
 
     /// The client's `X-Request-ID` when it is a sane one (1-128 visible ASCII characters), otherwise a new one:

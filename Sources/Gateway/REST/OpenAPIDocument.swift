@@ -29,6 +29,5 @@ extension RESTAPI {
             )
         }
         routes.record(.get, "/openapi.json")
-        Self.refuseOtherMethods(router, "/openapi.json", allowing: [.get, .head])
     }
 }

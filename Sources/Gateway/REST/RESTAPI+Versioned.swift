@@ -198,7 +198,6 @@ extension RESTAPI {
         let media = MediaFiles(folder: folder)
         router.get("/media/**") { request, context in try await media.respond(request, context: context) }
         routes.record(.get, "/media/**")
-        RESTAPI.refuseOtherMethods(router, "/media/**", allowing: [.get, .head])
     }
 }
 

@@ -72,6 +72,7 @@ public struct RESTAPI: Sendable {
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: ProblemMiddleware())
+        router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
         router.add(middleware: AdmissionMiddleware(control: admission))
         if scheme == "https" { router.add(middleware: StrictTransportSecurityMiddleware()) }
         router.get("/health") { _, _ in
@@ -82,7 +83,6 @@ public struct RESTAPI: Sendable {
             )
         }
         routes.record(.get, "/health")
-        Self.refuseOtherMethods(router, "/health", allowing: [.get, .head])
         addOpenAPIRoute(router)
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)
@@ -113,10 +113,10 @@ public struct RESTAPI: Sendable {
                     }
                 }
             }
+            routes.record(.options, prefix + path)
             router.on(RouterPath(prefix + path), method: .options) { _, _ in
                 Response(status: .noContent, headers: [.allow: allow])
             }
-            Self.refuseOtherMethods(router, RouterPath(prefix + path), allowing: allowed)
         }
     }
 
@@ -143,27 +143,6 @@ public struct RESTAPI: Sendable {
                 "the broker could not finish the request in time; try again later",
                 after: .seconds(5)
             )
-        }
-    }
-
-    /// Answers 405 with `Allow` (the allowed methods, sorted) to every standard method the route does not take,
-    /// `TRACE` and `CONNECT` included; `OPTIONS` is the route's own business.
-    static func refuseOtherMethods(
-        _ router: Router<BrokerRequestContext>,
-        _ path: RouterPath,
-        allowing allowed: Set<HTTPRequest.Method>
-    ) {
-        let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
-        let refused: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .trace, .connect]
-        for method in refused where !allowed.contains(method) {
-            router.on(path, method: method) { request, _ -> Response in
-                throw Problem(
-                    .methodNotAllowed,
-                    "method-not-allowed",
-                    "\(request.method.rawValue) is not allowed here",
-                    headers: [.allow: allow]
-                )
-            }
         }
     }
 
