@@ -219,19 +219,16 @@ struct Deliver: AsyncParsableCommand {
     @Argument(help: "The impulse's workingID.") var impulse: String
 
     func run() async throws {
-        try await withStore(common) { store, _ in
+        try await withAdministration(common) { administration, _, _ in
             let id = try parseTenant(tenant)
-            guard let user = try await store.user(tenant: id, username: username) else {
-                throw ValidationError("unknown user")
-            }
-            let impulseID = try ImpulseID(impulse)
-            guard try await store.impulse(tenant: id, id: impulseID) != nil else {
-                throw ValidationError("no impulse '\(impulse)' in the catalog of \(id)")
-            }
-            let recorded = try await DeliveryLedger(store: store).assign([
-                NewDelivery(tenant: id, user: user.id, impulse: impulseID, kind: .manual, assignedAt: Date())
-            ])
-            print("assigned \(impulseID) to \(username) as delivery \(recorded.first?.id.rawValue ?? 0)")
+            let delivery = try await administration.deliver(
+                tenant: id,
+                username: username,
+                impulse: try ImpulseID(impulse),
+                awaitsPush: false,
+                by: .commandLine
+            )
+            print("assigned \(impulse) to \(username) as delivery \(delivery.id.rawValue)")
         }
     }
 }

@@ -120,6 +120,21 @@ struct SchedulerTests {
         #expect(try await second.requeueUnsettled(now: now) == 0)
     }
 
+    @Test("A retired impulse is never chosen: the day's impulse comes from what is left", arguments: StoreKind.allCases)
+    func retiredImpulses(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        try await setTime(f, f.a, zone: "UTC", time: "08:00")
+        // "two" is the one this user would get on this day (the test fails without the retirement's effect).
+        let audit = AuditEntry(.commandLine, "impulse.retire", tenant: f.acme, target: "impulse:two")
+        try await f.store.setImpulseRetired(tenant: f.acme, impulse: ImpulseID("two"), retired: true, audit: audit)
+        let (_, _, scheduler) = stack(f, transport: ScriptedTransport())
+        try await scheduler.tick(now: try utc("2026-11-23T07:30:00Z"))
+        try await scheduler.tick(now: try utc("2026-11-23T08:00:01Z"))
+        let chosen = try await scheduled(f, f.a).map(\.impulse.rawValue)
+        #expect(chosen == ["one"])
+        #expect(try await f.store.impulse(tenant: f.acme, id: ImpulseID("two"))?.retired == true)
+    }
+
     @Test("A store that refuses writes pauses the dispatch (backing off, logged once), and it recovers after")
     func failingStoreBacksOff() async throws {
         let f = try await StoreFixture.make()

@@ -258,3 +258,75 @@ struct AdminAPITests {
         }
     }
 }
+
+@Suite("Admin API: catalog and deliveries", .timeLimit(.minutes(2)))
+struct AdminCatalogTests {
+    @Test(
+        "A tenant admin imports, replaces and retires impulses (a retired one is never chosen) and delivers one now, pushed",
+        arguments: TestDatabase.allCases
+    )
+    func catalogAndDeliveries(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database) { broker in
+            func admin(_ method: HTTPMethod, _ path: String, _ body: String? = nil) async throws -> TestBroker.Reply {
+                try await broker.send(
+                    method,
+                    "/t/acme/admin/v1" + path,
+                    user: "root",
+                    headers: body == nil ? [] : [("Content-Type", "application/json")],
+                    body: body
+                )
+            }
+            let item =
+                #"{"workingID": "stretch", "language": "EN", "title": "Stretch", "descriptionShort": "S", "description": "D", "duration": 3, "action": "do", "single": true, "lifeArea": "fitness"}"#
+            let created = try await admin(.PUT, "/impulses/stretch", item)
+            #expect(created.status == 201 && created.json["retired"] as? Bool == false, "\(created.text)")
+            let replaced = try await admin(
+                .PUT,
+                "/impulses/stretch",
+                item.replacingOccurrences(of: "Stretch", with: "Stretch well")
+            )
+            #expect(replaced.status == 200 && replaced.json["title"] as? String == "Stretch well")
+            // The body names another impulse, or a media file that is not there: refused, nothing written.
+            #expect(try await admin(.PUT, "/impulses/other", item).status == 422)
+            let missingMedia = item.replacingOccurrences(
+                of: #""single": true"#,
+                with: #""single": true, "imageURLs": ["/media/acme/nope.jpg"]"#
+            )
+            let refused = try await admin(.POST, "/impulses", #"{"items": [\#(missingMedia)]}"#)
+            #expect(refused.status == 422 && refused.text.contains("nope.jpg"), "\(refused.text)")
+            let imported = try await admin(
+                .POST,
+                "/impulses",
+                #"{"items": [\#(item.replacingOccurrences(of: "stretch", with: "stretch-2"))]}"#
+            )
+            #expect(imported.status == 200 && imported.json["inserted"] as? Int == 1, "\(imported.text)")
+
+            // Retired: listed as such, never chosen for anyone again.
+            let retired = try await admin(.PATCH, "/impulses/acme-1", #"{"retired": true}"#)
+            #expect(retired.status == 200 && retired.json["retired"] as? Bool == true)
+            let listed = try await admin(.GET, "/impulses")
+            let flags = (listed.json["items"] as? [[String: Any]])?.filter { $0["retired"] as? Bool == true }
+            #expect(flags?.compactMap { $0["workingID"] as? String } == ["acme-1"])
+
+            // Delivered now: in bob's ledger, and pushed to his device.
+            let token = String(repeating: "3c", count: 32)
+            let body = #"{"DeviceToken": "\#(token)", "DeviceName": "phone"}"#
+            #expect(try await broker.send(.POST, "/RegisterToken", user: "bob", body: body).status == 204)
+            let delivered = try await admin(.POST, "/users/bob/deliveries", #"{"impulse": "stretch"}"#)
+            #expect(delivered.status == 201, "\(delivered.text)")
+            #expect((delivered.json["impulse"] as? [String: Any])?["workingID"] as? String == "stretch")
+            let ledger = try await admin(.GET, "/users/bob/deliveries")
+            #expect((ledger.json["items"] as? [[String: Any]])?.count == 1)
+            #expect(try await broker.send(.GET, "/v1/impulses/stretch", user: "bob").status == 200)
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.accepted.contains { $0.token == token } })
+            #expect(try await admin(.POST, "/users/bob/deliveries", #"{"impulse": "nothing-like-it"}"#).status == 404)
+            let trail = try await admin(.GET, "/audit")
+            let actions = (trail.json["items"] as? [[String: Any]])?.compactMap { $0["action"] as? String }
+            #expect(
+                actions == ["delivery.create", "impulse.retire", "catalog.import", "impulse.put", "impulse.put"],
+                "\(actions ?? [])"
+            )
+        }
+    }
+}

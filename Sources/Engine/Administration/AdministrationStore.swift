@@ -53,6 +53,19 @@ public protocol AdministrationStore: Sendable {
     /// A page of the tenant's users by username, after `after`, whose username contains `search` (case-insensitive).
     func userPage(tenant: TenantID, search: String?, after: String?, limit: Int) async throws -> [User]
 
+    /// Creates or replaces impulses of the tenant (a retired one stays retired).
+    func importImpulses(
+        _ impulses: [Impulse],
+        tenant: TenantID,
+        audit: AuditEntry
+    ) async throws -> (
+        inserted: Int, updated: Int
+    )
+    /// Retires an impulse (never chosen again) or brings it back.
+    func setImpulseRetired(tenant: TenantID, impulse: ImpulseID, retired: Bool, audit: AuditEntry) async throws
+    /// Records deliveries an admin made (as ``LedgerStore/recordDeliveries(_:)`` does).
+    func recordDeliveries(_ deliveries: [NewDelivery], audit: AuditEntry) async throws -> [Delivery]
+
     /// Records an action that changed nothing in the store (an export of a user's data).
     func recordAudit(_ entry: AuditEntry) async throws
     /// The trail, newest first: before the entry `before`, of `tenant` only when given.

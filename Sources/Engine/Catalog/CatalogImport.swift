@@ -27,17 +27,28 @@ public enum CatalogImport {
     }
 
     public static func parse(_ data: Data, tenant: TenantID) throws(EngineError) -> [Impulse] {
-        let file: File
+        try parse(try decode(File.self, data).items, tenant: tenant)
+    }
+
+    /// One item of the format (`PUT` of one impulse in the admin API).
+    public static func parseItem(_ data: Data, tenant: TenantID) throws(EngineError) -> Impulse {
+        try parse([try decode(Item.self, data)], tenant: tenant)[0]
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws(EngineError) -> T {
         do {
-            file = try JSONDecoder().decode(File.self, from: data)
+            return try JSONDecoder().decode(T.self, from: data)
         } catch let error as DecodingError {
             throw EngineError(.invalidInput, "catalog is not valid: \(describe(error))")
         } catch {
             throw EngineError(.invalidInput, "catalog is not valid JSON")
         }
+    }
+
+    static func parse(_ items: [Item], tenant: TenantID) throws(EngineError) -> [Impulse] {
         var seen = Set<String>()
         var impulses: [Impulse] = []
-        for (index, item) in file.items.enumerated() {
+        for (index, item) in items.enumerated() {
             do throws(EngineError) {
                 guard seen.insert(item.workingID).inserted else {
                     throw EngineError(.invalidInput, "workingID '\(item.workingID)' appears twice")

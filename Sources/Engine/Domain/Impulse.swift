@@ -26,6 +26,8 @@ public struct Impulse: Sendable, Equatable {
     public var series: String?
     /// The 1-based step within its series.
     public var seriesPosition: Int?
+    /// A retired impulse is no longer chosen for anyone; the deliveries that name it keep showing it.
+    public var retired: Bool
 
     public init(
         tenant: TenantID,
@@ -42,7 +44,8 @@ public struct Impulse: Sendable, Equatable {
         webURL: String?,
         lifeArea: LifeArea,
         series: String? = nil,
-        seriesPosition: Int? = nil
+        seriesPosition: Int? = nil,
+        retired: Bool = false
     ) throws(EngineError) {
         guard !title.isEmpty, title.count <= 200 else {
             throw EngineError(.invalidInput, "\(id): title must be 1-200 characters")
@@ -79,6 +82,7 @@ public struct Impulse: Sendable, Equatable {
         self.lifeArea = lifeArea
         self.series = single ? nil : series
         self.seriesPosition = single ? nil : seriesPosition
+        self.retired = retired
     }
 
     static func isAcceptableURL(_ text: String) -> Bool {

@@ -73,6 +73,12 @@ public final class DeliveryLedger: Sendable {
         try await noteRecorded(try await store.fireReminders(reminders, at: now))
     }
 
+    /// Takes note of deliveries recorded past the ledger (an admin's, written with its audit entry): counted, and
+    /// in their users' hot state.
+    public func noteAssigned(_ recorded: [Delivery]) async throws {
+        _ = try await noteRecorded(recorded)
+    }
+
     private func noteRecorded(_ recorded: [Delivery]) async throws -> [Delivery] {
         metrics.ledgerWrites("assigned", count: recorded.count)
         // One call per shard, not per user: a batch of thousands of users costs a handful of actor hops.

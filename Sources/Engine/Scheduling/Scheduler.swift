@@ -400,7 +400,8 @@ public actor Scheduler {
             return (cached.tenant, cached.catalog)
         }
         guard let tenant = try await store.tenant(id) else { return nil }
-        let catalog = CatalogIndex(try await store.impulses(tenant: id))
+        // A retired impulse is never chosen again.
+        let catalog = CatalogIndex(try await store.impulses(tenant: id).filter { !$0.retired })
         tenants[id] = (tenant, catalog, .now)
         return (tenant, catalog)
     }

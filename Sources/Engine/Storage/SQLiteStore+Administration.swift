@@ -172,6 +172,42 @@ extension SQLiteStore {
         }
     }
 
+    public func importImpulses(
+        _ impulses: [Impulse],
+        tenant: TenantID,
+        audit: AuditEntry
+    ) async throws -> (
+        inserted: Int, updated: Int
+    ) {
+        try await write { db in
+            let counts = try self.upsertImpulses(impulses, tenant: tenant, db)
+            try Self.insertAudit(audit, db)
+            return counts
+        }
+    }
+
+    public func setImpulseRetired(tenant: TenantID, impulse: ImpulseID, retired: Bool, audit: AuditEntry) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE impulses SET retired = ? WHERE tenant_id = ? AND id = ?",
+                arguments: [retired, tenant.rawValue, impulse.rawValue]
+            )
+            guard db.changesCount == 1 else { throw EngineError(.notFound, "no impulse \(impulse) in \(tenant)") }
+            try self.logChange(db, tenant: tenant, subject: .catalog)
+            try Self.insertAudit(audit, db)
+        }
+    }
+
+    public func recordDeliveries(_ deliveries: [NewDelivery], audit: AuditEntry) async throws -> [Delivery] {
+        try await write { db in
+            let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
+            let recorded = try deliveries.compactMap { try self.insert($0, with: insert, db) }
+            try self.logLedgerChanges(db, recorded)
+            try Self.insertAudit(audit, db)
+            return recorded
+        }
+    }
+
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await write { db in try Self.insertAudit(entry, db) }
     }

@@ -6,36 +6,39 @@ extension SQLiteStore {
         guard impulses.allSatisfy({ $0.tenant == tenant }) else {
             throw EngineError(.invalidInput, "every impulse of an import must belong to the importing tenant")
         }
-        return try await write { db in
-            var inserted = 0
-            let exists = try db.cachedStatement(sql: "SELECT 1 FROM impulses WHERE tenant_id = ? AND id = ?")
-            let upsert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO impulses (tenant_id, id, language, title, description_short, description,
-                        duration_minutes, action, single, image_urls, video_url, web_url, life_area, series, series_position)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (tenant_id, id) DO UPDATE SET language = excluded.language, title = excluded.title,
-                        description_short = excluded.description_short, description = excluded.description,
-                        duration_minutes = excluded.duration_minutes, action = excluded.action, single = excluded.single,
-                        image_urls = excluded.image_urls, video_url = excluded.video_url, web_url = excluded.web_url,
-                        life_area = excluded.life_area, series = excluded.series, series_position = excluded.series_position
-                    """
-            )
-            for impulse in impulses {
-                if try Bool.fetchOne(exists, arguments: [tenant.rawValue, impulse.id.rawValue]) == nil {
-                    inserted += 1
-                }
-                try upsert.execute(arguments: [
-                    tenant.rawValue, impulse.id.rawValue, impulse.language, impulse.title, impulse.descriptionShort,
-                    impulse.description, impulse.durationMinutes, impulse.action.rawValue, impulse.single,
-                    try StoredForm.encodeURLs(impulse.imageURLs), impulse.videoURL, impulse.webURL,
-                    impulse.lifeArea.rawValue,
-                    impulse.series, impulse.seriesPosition,
-                ])
+        return try await write { db in try self.upsertImpulses(impulses, tenant: tenant, db) }
+    }
+
+    func upsertImpulses(_ impulses: [Impulse], tenant: TenantID, _ db: Database) throws -> (inserted: Int, updated: Int)
+    {
+        var inserted = 0
+        let exists = try db.cachedStatement(sql: "SELECT 1 FROM impulses WHERE tenant_id = ? AND id = ?")
+        let upsert = try db.cachedStatement(
+            sql: """
+                INSERT INTO impulses (tenant_id, id, language, title, description_short, description,
+                    duration_minutes, action, single, image_urls, video_url, web_url, life_area, series, series_position)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, id) DO UPDATE SET language = excluded.language, title = excluded.title,
+                    description_short = excluded.description_short, description = excluded.description,
+                    duration_minutes = excluded.duration_minutes, action = excluded.action, single = excluded.single,
+                    image_urls = excluded.image_urls, video_url = excluded.video_url, web_url = excluded.web_url,
+                    life_area = excluded.life_area, series = excluded.series, series_position = excluded.series_position
+                """
+        )
+        for impulse in impulses {
+            if try Bool.fetchOne(exists, arguments: [tenant.rawValue, impulse.id.rawValue]) == nil {
+                inserted += 1
             }
-            try self.logChange(db, tenant: tenant, subject: .catalog)
-            return (inserted, impulses.count - inserted)
+            try upsert.execute(arguments: [
+                tenant.rawValue, impulse.id.rawValue, impulse.language, impulse.title, impulse.descriptionShort,
+                impulse.description, impulse.durationMinutes, impulse.action.rawValue, impulse.single,
+                try StoredForm.encodeURLs(impulse.imageURLs), impulse.videoURL, impulse.webURL,
+                impulse.lifeArea.rawValue,
+                impulse.series, impulse.seriesPosition,
+            ])
         }
+        try self.logChange(db, tenant: tenant, subject: .catalog)
+        return (inserted, impulses.count - inserted)
     }
 
     public func impulses(tenant: TenantID) async throws -> [Impulse] {
@@ -78,7 +81,9 @@ extension SQLiteStore {
             webURL: row[prefix + "web_url"],
             lifeArea: LifeArea(rawValue: lifeArea) ?? .work,
             series: row[prefix + "series"],
-            seriesPosition: row[prefix + "series_position"]
+            seriesPosition: row[prefix + "series_position"],
+            // Joins that read only what a delivery shows leave the column out.
+            retired: (row[prefix + "retired"] as Bool?) ?? false
         )
     }
 }

@@ -179,6 +179,9 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v9-retired-impulses") { db in
+            try db.execute(sql: "ALTER TABLE impulses ADD COLUMN retired INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

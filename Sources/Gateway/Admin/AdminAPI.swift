@@ -19,6 +19,7 @@ struct AdminAPI: Sendable {
     func addRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
         addTenantRoutes(router, api: api, scheme: scheme)
         addUserRoutes(router, api: api, scheme: scheme)
+        addCatalogRoutes(router, api: api, scheme: scheme)
     }
 
     /// Registers an operator resource under `/admin/v1`, with 405 + `Allow` for other methods.

@@ -91,26 +91,23 @@ extension RESTAPI {
         let tenant = caller.tenant
         switch form.command {
         case "send":
-            guard let targetName = form.target,
-                let target = try await store.user(tenant: tenant.id, username: targetName)
-            else {
-                throw Problem(.unprocessableContent, "invalid-input", "unknown target user")
-            }
+            guard let administration = admin?.administration else { throw Problem.notFound() }
+            let targetName = form.target ?? ""
             let impulseID = try Problem.validating { () throws(EngineError) in try ImpulseID(form.impulse ?? "") }
-            guard try await store.impulse(tenant: tenant.id, id: impulseID) != nil else {
-                throw Problem(.unprocessableContent, "invalid-input", "unknown impulse")
-            }
-            let recorded = try await ledger.assign([
-                NewDelivery(
+            let actor = AdminActor(role: .tenantAdmin, name: caller.user.username, tenant: tenant.id)
+            let delivery: Delivery
+            do {
+                delivery = try await administration.deliver(
                     tenant: tenant.id,
-                    user: target.id,
+                    username: targetName,
                     impulse: impulseID,
-                    kind: .manual,
-                    assignedAt: Date(),
-                    awaitsPush: pushGateway != nil
+                    awaitsPush: pushGateway != nil,
+                    by: actor
                 )
-            ])
-            guard let delivery = recorded.first else { return "nothing assigned" }
+            } catch let error as EngineError where error.code == .notFound {
+                throw Problem(.unprocessableContent, "invalid-input", "unknown target user or impulse")
+            }
+            try await ledger.noteAssigned([delivery])
             guard let gateway = pushGateway else {
                 return "assigned \(impulseID) to \(targetName); pushes are disabled"
             }

@@ -45,7 +45,7 @@ struct ImpulseList: Encodable, Equatable, Sendable {
 }
 
 /// An impulse in the versioned API: the original members plus the delivery's state.
-struct DeliveryItem: Encodable {
+struct DeliveryItem: Encodable, Sendable {
     var item: DeliveredImpulse
     var baseURL: String
 

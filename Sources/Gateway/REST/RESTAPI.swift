@@ -157,8 +157,13 @@ public struct RESTAPI: Sendable {
             address: address,
             logger: context.logger
         )
-        let base = configuration.publicBaseURL ?? "\(scheme)://\(request.head.authority ?? "localhost")"
+        let base = baseURL(for: request, scheme: scheme)
         return Caller(tenant: tenant, user: user, prefix: segment.map { "/t/\($0)" } ?? "", baseURL: base)
+    }
+
+    /// What makes `/media/...` URLs absolute: `publicBaseURL`, or this request's scheme and authority.
+    func baseURL(for request: Request, scheme: String) -> String {
+        configuration.publicBaseURL ?? "\(scheme)://\(request.head.authority ?? "localhost")"
     }
 
     /// Reads and decodes a JSON body within the size limit; a syntax or type error is a 400 that names the member.

@@ -199,6 +199,44 @@ extension PostgresStore {
         }
     }
 
+    public func importImpulses(
+        _ impulses: [Impulse],
+        tenant: TenantID,
+        audit: AuditEntry
+    ) async throws -> (
+        inserted: Int, updated: Int
+    ) {
+        try await write { [self] connection in
+            let counts = try await self.upsertImpulses(impulses, tenant: tenant, connection)
+            try await self.insertAudit(audit, connection)
+            return counts
+        }
+    }
+
+    public func setImpulseRetired(tenant: TenantID, impulse: ImpulseID, retired: Bool, audit: AuditEntry) async throws {
+        try await write { [self] connection in
+            let changed = try await connection.run(
+                """
+                UPDATE impulses SET retired = \(retired)
+                WHERE tenant_id = \(tenant.rawValue) AND id = \(impulse.rawValue) RETURNING 1
+                """,
+                logger
+            )
+            guard changed == 1 else { throw EngineError(.notFound, "no impulse \(impulse) in \(tenant)") }
+            try await self.logChange(connection, tenant: tenant, subject: .catalog)
+            try await self.insertAudit(audit, connection)
+        }
+    }
+
+    public func recordDeliveries(_ deliveries: [NewDelivery], audit: AuditEntry) async throws -> [Delivery] {
+        try await write { [self] connection in
+            let recorded = try await self.insert(deliveries, connection)
+            try await self.logLedgerChanges(connection, recorded)
+            try await self.insertAudit(audit, connection)
+            return recorded
+        }
+    }
+
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await write { [self] connection in try await self.insertAudit(entry, connection) }
     }

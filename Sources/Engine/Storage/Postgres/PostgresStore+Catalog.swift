@@ -7,41 +7,49 @@ extension PostgresStore {
             throw EngineError(.invalidInput, "every impulse of an import must belong to the importing tenant")
         }
         return try await write { [self] connection in
-            var inserted = 0
-            // One row at a time: an import may name an impulse twice (the later one wins, as in SQLite), which
-            // one multi-row upsert refuses. Catalogs are small and imported rarely.
-            for impulse in impulses {
-                let rows = try await connection.rows(
-                    """
-                    INSERT INTO impulses (tenant_id, id, language, title, description_short, description,
-                        duration_minutes, action, single, image_urls, video_url, web_url, life_area, series,
-                        series_position)
-                    VALUES (\(tenant.rawValue), \(impulse.id.rawValue), \(impulse.language), \(impulse.title),
-                        \(impulse.descriptionShort), \(impulse.description), \(impulse.durationMinutes),
-                        \(impulse.action.rawValue), \(impulse.single), \(try StoredForm.encodeURLs(impulse.imageURLs)),
-                        \(impulse.videoURL), \(impulse.webURL), \(impulse.lifeArea.rawValue), \(impulse.series),
-                        \(impulse.seriesPosition))
-                    ON CONFLICT (tenant_id, id) DO UPDATE SET language = excluded.language, title = excluded.title,
-                        description_short = excluded.description_short, description = excluded.description,
-                        duration_minutes = excluded.duration_minutes, action = excluded.action,
-                        single = excluded.single, image_urls = excluded.image_urls, video_url = excluded.video_url,
-                        web_url = excluded.web_url, life_area = excluded.life_area, series = excluded.series,
-                        series_position = excluded.series_position
-                    RETURNING (xmax = 0)
-                    """,
-                    logger
-                )
-                // xmax is 0 for a row this statement inserted, the updating transaction's id for an updated one.
-                if try rows.first?.at(0, as: Bool.self) == true { inserted += 1 }
-            }
-            try await logChange(connection, tenant: tenant, subject: .catalog)
-            return (inserted, impulses.count - inserted)
+            try await self.upsertImpulses(impulses, tenant: tenant, connection)
         }
+    }
+
+    func upsertImpulses(
+        _ impulses: [Impulse],
+        tenant: TenantID,
+        _ connection: PostgresConnection
+    ) async throws -> (inserted: Int, updated: Int) {
+        var inserted = 0
+        // One row at a time: an import may name an impulse twice (the later one wins, as in SQLite), which
+        // one multi-row upsert refuses. Catalogs are small and imported rarely.
+        for impulse in impulses {
+            let rows = try await connection.rows(
+                """
+                INSERT INTO impulses (tenant_id, id, language, title, description_short, description,
+                    duration_minutes, action, single, image_urls, video_url, web_url, life_area, series,
+                    series_position)
+                VALUES (\(tenant.rawValue), \(impulse.id.rawValue), \(impulse.language), \(impulse.title),
+                    \(impulse.descriptionShort), \(impulse.description), \(impulse.durationMinutes),
+                    \(impulse.action.rawValue), \(impulse.single), \(try StoredForm.encodeURLs(impulse.imageURLs)),
+                    \(impulse.videoURL), \(impulse.webURL), \(impulse.lifeArea.rawValue), \(impulse.series),
+                    \(impulse.seriesPosition))
+                ON CONFLICT (tenant_id, id) DO UPDATE SET language = excluded.language, title = excluded.title,
+                    description_short = excluded.description_short, description = excluded.description,
+                    duration_minutes = excluded.duration_minutes, action = excluded.action,
+                    single = excluded.single, image_urls = excluded.image_urls, video_url = excluded.video_url,
+                    web_url = excluded.web_url, life_area = excluded.life_area, series = excluded.series,
+                    series_position = excluded.series_position
+                RETURNING (xmax = 0)
+                """,
+                logger
+            )
+            // xmax is 0 for a row this statement inserted, the updating transaction's id for an updated one.
+            if try rows.first?.at(0, as: Bool.self) == true { inserted += 1 }
+        }
+        try await logChange(connection, tenant: tenant, subject: .catalog)
+        return (inserted, impulses.count - inserted)
     }
 
     static let impulseColumns = """
         tenant_id, id, language, title, description_short, description, duration_minutes, action, single,
-            image_urls, video_url, web_url, life_area, series, series_position
+            image_urls, video_url, web_url, life_area, series, series_position, retired
         """
 
     public func impulses(tenant: TenantID) async throws -> [Impulse] {
@@ -87,7 +95,9 @@ extension PostgresStore {
             webURL: row.at(first + 11),
             lifeArea: LifeArea(rawValue: lifeArea) ?? .work,
             series: row.at(first + 13),
-            seriesPosition: row.at(first + 14)
+            seriesPosition: row.at(first + 14),
+            // Joins that read only what a delivery shows leave the column out.
+            retired: row.count > first + 15 ? try row.at(first + 15) : false
         )
     }
 }

@@ -45,6 +45,7 @@ extension PostgresStore {
                 ("description_short", .text), ("description", .text), ("duration_minutes", .integer),
                 ("action", .text), ("single", .boolean), ("image_urls", .text), ("video_url", .text),
                 ("web_url", .text), ("life_area", .text), ("series", .text), ("series_position", .integer),
+                ("retired", .boolean),
             ]
         ),
         (

@@ -230,6 +230,11 @@ extension PostgresStore {
                 "CREATE INDEX audit_tenant ON audit (tenant_id, id)",
             ]
         ),
+        Migration(
+            version: 6,
+            name: "retired-impulses",
+            statements: ["ALTER TABLE impulses ADD COLUMN retired boolean NOT NULL DEFAULT false"]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held
