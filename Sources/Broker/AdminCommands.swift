@@ -193,17 +193,19 @@ struct CatalogCommand: AsyncParsableCommand {
         @Argument(help: "Path of the catalog file.") var file: String
 
         func run() async throws {
-            try await withStore(common) { store, settings in
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw ValidationError("cannot read \(file)")
+            }
+            try await withAdministration(common) { administration, _, settings in
                 let id = try parseTenant(tenant)
-                guard try await store.tenant(id) != nil else { throw ValidationError("unknown tenant \(id)") }
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw ValidationError("cannot read \(file)")
-                }
-                let impulses = try CatalogImport.parse(data, tenant: id)
                 let media = settings.dataDirectory + "/media"
-                try CatalogImport.checkMedia(impulses) { MediaFiles.serves($0, folder: media) }
-                let (inserted, updated) = try await store.importImpulses(impulses, tenant: id)
-                print("imported \(impulses.count) impulses into \(id): \(inserted) new, \(updated) updated")
+                let (inserted, updated) = try await administration.importCatalog(
+                    tenant: id,
+                    data,
+                    mediaExists: { MediaFiles.serves($0, folder: media) },
+                    by: .commandLine
+                )
+                print("imported \(inserted + updated) impulses into \(id): \(inserted) new, \(updated) updated")
             }
         }
     }
