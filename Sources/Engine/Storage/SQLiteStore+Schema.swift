@@ -182,6 +182,25 @@ extension SQLiteStore {
         migrator.registerMigration("v9-retired-impulses") { db in
             try db.execute(sql: "ALTER TABLE impulses ADD COLUMN retired INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v10-idempotency-keys") { db in
+            // The answers of creating admin requests, per caller and Idempotency-Key; status 0 while running.
+            try db.execute(
+                sql: """
+                    CREATE TABLE idempotency_keys (
+                        scope TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        request_hash TEXT NOT NULL,
+                        status INTEGER NOT NULL,
+                        content_type TEXT,
+                        location TEXT,
+                        body BLOB,
+                        created_at REAL NOT NULL,
+                        PRIMARY KEY (scope, key)
+                    );
+                    CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
+                    """
+            )
+        }
         return migrator
     }
 }

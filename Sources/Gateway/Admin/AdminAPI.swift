@@ -12,6 +12,8 @@ struct AdminAPI: Sendable {
     let authenticator: AdminAuthenticator
     let tenants: TenantDirectory
     let caches: CacheInvalidation
+    /// `Idempotency-Key` on the creating `POST`s.
+    let idempotency: Idempotency
 
     typealias OperatorHandler = @Sendable (Request, BrokerRequestContext, AdminActor) async throws -> Response
     typealias TenantHandler = @Sendable (Request, BrokerRequestContext, AdminActor, Tenant) async throws -> Response
@@ -42,7 +44,7 @@ struct AdminAPI: Sendable {
                         requestID: requestID,
                         logger: context.logger
                     )
-                    return try await handler(request, context, actor)
+                    return try await idempotency.run(request, actor: actor) { try await handler($0, context, actor) }
                 }
             }
         )
@@ -71,7 +73,9 @@ struct AdminAPI: Sendable {
                         requestID: requestID,
                         logger: context.logger
                     )
-                    return try await handler(request, context, actor, tenant)
+                    return try await idempotency.run(request, actor: actor) {
+                        try await handler($0, context, actor, tenant)
+                    }
                 }
             }
         )

@@ -118,7 +118,8 @@ public func buildApplication(
             operatorToken: configuration.rest.operatorToken
         ),
         tenants: tenants,
-        caches: caches
+        caches: caches,
+        idempotency: Idempotency(store: store, maxBodySize: configuration.rest.maxBodySize)
     )
     let api = rest
     // The contract is part of the build: a broker without it does not start.

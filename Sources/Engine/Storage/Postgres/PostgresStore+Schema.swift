@@ -235,6 +235,27 @@ extension PostgresStore {
             name: "retired-impulses",
             statements: ["ALTER TABLE impulses ADD COLUMN retired boolean NOT NULL DEFAULT false"]
         ),
+        Migration(
+            version: 7,
+            name: "idempotency-keys",
+            statements: [
+                // The answers of creating admin requests, per caller and Idempotency-Key; status 0 while running.
+                """
+                CREATE TABLE idempotency_keys (
+                    scope text NOT NULL,
+                    key text NOT NULL,
+                    request_hash text NOT NULL,
+                    status integer NOT NULL,
+                    content_type text,
+                    location text,
+                    body bytea,
+                    created_at double precision NOT NULL,
+                    PRIMARY KEY (scope, key)
+                )
+                """,
+                "CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at)",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held
