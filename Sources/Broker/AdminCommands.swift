@@ -113,6 +113,12 @@ struct TenantCommand: AsyncParsableCommand {
         @Option(help: "Maximum scheduled pushes per user and day.") var maxPerDay: Int?
         @Option(help: "APNs topic (the app's bundle id).") var apnsTopic: String?
         @Option(help: "end-of-day or immediate (see tenant create).") var pushExpiry: String?
+        @Option(help: "Default quiet hours HH:mm-HH:mm for users without their own; equal times remove them.")
+        var quietHours: String?
+        @Option(help: "The programme's days, for example 1,2,3,4,5 (1 = Monday); users choose among them.")
+        var weekdays: String?
+        @Option(help: "production or sandbox: the environment of tokens registered without one.")
+        var apnsEnvironment: String?
         @Flag(help: "Suspend the tenant: no dispatch; its users and admins are refused (403).") var suspend = false
         @Flag(help: "Resume a suspended tenant.") var resume = false
 
@@ -124,6 +130,9 @@ struct TenantCommand: AsyncParsableCommand {
                 defaultTimeZone: timeZone,
                 deliveryTime: deliveryTime,
                 maxPushesPerDay: maxPerDay,
+                quietHours: try quietHours.map { (text) throws(EngineError) in try QuietHours(parsing: text) },
+                weekdays: try weekdays.map(parseWeekdays),
+                apnsEnvironment: apnsEnvironment,
                 apnsTopic: apnsTopic,
                 pushExpiry: pushExpiry,
                 suspended: suspend ? true : resume ? false : nil
@@ -232,5 +241,15 @@ struct Deliver: AsyncParsableCommand {
             )
             print("assigned \(impulse) to \(username) as delivery \(delivery.id.rawValue)")
         }
+    }
+}
+
+/// `1,2,3,4,5`: ISO weekdays, checked by the engine.
+func parseWeekdays(_ text: String) throws -> [Int] {
+    try text.split(separator: ",").map {
+        guard let day = Int($0.trimmingCharacters(in: .whitespaces)) else {
+            throw ValidationError("weekdays must be numbers 1 (Monday) to 7 (Sunday) separated by commas")
+        }
+        return day
     }
 }

@@ -154,6 +154,39 @@ struct DailyScheduleTests {
         #expect(next.date.description == "2026-11-30")
     }
 
+    @Test("The tenant's quiet hours apply to users without their own; its days bound the users' weekdays")
+    func tenantDefaults() throws {
+        let tenant = try Tenant(
+            id: TenantID("acme"),
+            name: "Acme",
+            defaultTimeZone: "UTC",
+            defaultDeliveryTime: try LocalTime(parsing: "06:00"),
+            defaultQuietHours: try QuietHours(parsing: "22:00-07:00"),
+            weekdays: try Weekdays([1, 2, 3, 4, 5])
+        )
+        func fire(_ preferences: DeliveryPreferences, on date: String) throws -> Date? {
+            DailySchedule(user: UserID(1), tenant: tenant, preferences: preferences, spreadWindow: .zero)
+                .fireInstant(for: try day(date))
+        }
+        // 2026-11-23 is a Monday, 2026-11-28 a Saturday.
+        #expect(try fire(DeliveryPreferences(), on: "2026-11-23") == (try utc("2026-11-23T07:00:00Z")))
+        #expect(try fire(DeliveryPreferences(), on: "2026-11-28") == nil)
+        let ownQuiet = DeliveryPreferences(quietHours: try QuietHours(parsing: "05:00-06:30"))
+        #expect(try fire(ownQuiet, on: "2026-11-23") == (try utc("2026-11-23T06:30:00Z")))
+        // A user's weekend days meet none of the programme's: the programme's days hold.
+        let weekend = DeliveryPreferences(weekdays: try Weekdays([6, 7]))
+        #expect(try fire(weekend, on: "2026-11-28") == nil)
+        #expect(try fire(weekend, on: "2026-11-23") != nil)
+        let mondays = DeliveryPreferences(weekdays: try Weekdays([1, 6]))
+        #expect(try fire(mondays, on: "2026-11-23") != nil)
+        #expect(try fire(mondays, on: "2026-11-24") == nil)
+        #expect(try fire(mondays, on: "2026-11-28") == nil)
+        // Equal start and end is no window at all.
+        let none = try Tenant(id: TenantID("x"), name: "X", defaultQuietHours: try QuietHours(parsing: "07:00-07:00"))
+        #expect(none.defaultQuietHours == nil)
+        #expect(throws: EngineError.self) { try QuietHours(parsing: "22:00") }
+    }
+
     @Test("Users due in the same minute are spread over the window, each at a fixed offset")
     func spreading() throws {
         let tenant = try Tenant(id: TenantID("acme"), name: "Acme", defaultTimeZone: "UTC")

@@ -113,6 +113,34 @@ struct AdminAPITests {
             #expect(try await broker.send(.GET, "/t/acme/v1/me").status == 200)
             #expect(try await dueTenants() == ["acme", "globex"])
 
+            // Defaults: quiet hours, the programme's days and the environment of tokens registered without one.
+            let defaults = try await asOperator(
+                broker,
+                .PATCH,
+                "/admin/v1/tenants/acme",
+                #"{"quietHours": {"start": "21:00", "end": "07:30"}, "weekdays": [1, 2, 3, 4, 5], "apnsEnvironment": "sandbox"}"#
+            )
+            #expect(defaults.status == 200, "\(defaults.text)")
+            #expect(defaults.json["weekdays"] as? [Int] == [1, 2, 3, 4, 5])
+            #expect((defaults.json["quietHours"] as? [String: String])?["end"] == "07:30")
+            let acme = try #require(try await broker.store.tenant(Fixture.acme))
+            #expect(acme.apnsEnvironment == .sandbox && acme.weekdays.days == [1, 2, 3, 4, 5])
+            let token = String(repeating: "ab", count: 32)
+            let registered = try await broker.send(.PUT, "/t/acme/v1/devices/\(token)", body: #"{"name": "phone"}"#)
+            #expect(registered.status == 200 || registered.status == 201, "\(registered.text)")
+            #expect(registered.json["environment"] as? String == "sandbox", "\(registered.text)")
+            for bad in [#"{"weekdays": []}"#, #"{"weekdays": [8]}"#, #"{"apnsEnvironment": "staging"}"#] {
+                let refused = try await asOperator(broker, .PATCH, "/admin/v1/tenants/acme", bad)
+                #expect(refused.status == 422 || refused.status == 400, "\(bad): \(refused.text)")
+            }
+            let cleared = try await asOperator(
+                broker,
+                .PATCH,
+                "/admin/v1/tenants/acme",
+                #"{"quietHours": {"start": "00:00", "end": "00:00"}}"#
+            )
+            #expect(cleared.status == 200 && cleared.json["quietHours"] == nil, "\(cleared.text)")
+
             // Deleting needs the id repeated; then nothing of the tenant is left.
             let unconfirmed = try await asOperator(broker, .DELETE, "/admin/v1/tenants/globex")
             #expect(unconfirmed.status == 422, "\(unconfirmed.text)")

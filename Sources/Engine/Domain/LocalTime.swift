@@ -55,6 +55,13 @@ public struct QuietHours: Hashable, Sendable, Codable {
         self.end = end
     }
 
+    /// `HH:mm-HH:mm`.
+    public init(parsing text: String) throws(EngineError) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw EngineError(.invalidInput, "quiet hours must be HH:mm-HH:mm") }
+        self.init(start: try LocalTime(parsing: String(parts[0])), end: try LocalTime(parsing: String(parts[1])))
+    }
+
     /// Whether a time of day falls inside the window (start inclusive, end exclusive).
     public func contains(_ time: LocalTime) -> Bool {
         if start == end { return false }
@@ -77,6 +84,11 @@ public struct Weekdays: Hashable, Sendable, Codable {
     }
 
     init(uncheckedMask: Int) { self.mask = uncheckedMask & 0b111_1111 }
+
+    /// The days in both, or `other` when there is none: a user's choice among the programme's days.
+    public func meeting(_ other: Weekdays) -> Weekdays {
+        mask & other.mask == 0 ? other : Weekdays(uncheckedMask: mask & other.mask)
+    }
 
     public var days: [Int] { (1...7).filter { mask & (1 << ($0 - 1)) != 0 } }
     public func contains(_ isoWeekday: Int) -> Bool { mask & (1 << (isoWeekday - 1)) != 0 }

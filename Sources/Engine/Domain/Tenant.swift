@@ -9,6 +9,12 @@ public struct Tenant: Sendable, Equatable {
     public var defaultTimeZone: String
     public var defaultDeliveryTime: LocalTime
     public var maxPushesPerDay: Int
+    /// Quiet hours for users who set none of their own.
+    public var defaultQuietHours: QuietHours?
+    /// The programme's days: a user's own weekdays choose among them (all of them when the two do not meet).
+    public var weekdays: Weekdays
+    /// The APNs environment of tokens registered without one (nil: the broker's configuration decides).
+    public var apnsEnvironment: APNsEnvironment?
     /// The APNs topic (the app's bundle id); device tokens are unique per tenant and topic.
     public var apnsTopic: String
     /// How long APNs keeps trying to reach an offline phone.
@@ -24,6 +30,9 @@ public struct Tenant: Sendable, Equatable {
         defaultTimeZone: String = "Europe/Berlin",
         defaultDeliveryTime: LocalTime? = nil,
         maxPushesPerDay: Int = 1,
+        defaultQuietHours: QuietHours? = nil,
+        weekdays: Weekdays = .all,
+        apnsEnvironment: APNsEnvironment? = nil,
         apnsTopic: String = "com.example.impulse",
         pushExpiry: PushExpiry = .endOfDay,
         suspended: Bool = false,
@@ -48,10 +57,21 @@ public struct Tenant: Sendable, Equatable {
             self.defaultDeliveryTime = try LocalTime(hour: 8, minute: 0)
         }
         self.maxPushesPerDay = maxPushesPerDay
+        self.defaultQuietHours = defaultQuietHours.flatMap { $0.start == $0.end ? nil : $0 }
+        self.weekdays = weekdays
+        self.apnsEnvironment = apnsEnvironment
         self.apnsTopic = apnsTopic
         self.pushExpiry = pushExpiry
         self.suspended = suspended
         self.createdAt = createdAt
+    }
+}
+
+extension Tenant {
+    /// The environment a token is recorded for: the one its registration states, else the tenant's, else the
+    /// broker's default for the route.
+    public func tokenEnvironment(stated: APNsEnvironment?, default fallback: APNsEnvironment) -> APNsEnvironment {
+        stated ?? apnsEnvironment ?? fallback
     }
 }
 
@@ -63,6 +83,12 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
     /// The default local delivery time, `HH:mm`.
     public var deliveryTime: String?
     public var maxPushesPerDay: Int?
+    /// The default quiet hours; a window whose start is its end removes them.
+    public var quietHours: QuietHours?
+    /// The programme's days, 1 (Monday) to 7 (Sunday).
+    public var weekdays: [Int]?
+    /// `production` or `sandbox`: the environment of tokens registered without one.
+    public var apnsEnvironment: String?
     public var apnsTopic: String?
     /// `end-of-day` or `immediate`.
     public var pushExpiry: String?
@@ -74,6 +100,9 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         defaultTimeZone: String? = nil,
         deliveryTime: String? = nil,
         maxPushesPerDay: Int? = nil,
+        quietHours: QuietHours? = nil,
+        weekdays: [Int]? = nil,
+        apnsEnvironment: String? = nil,
         apnsTopic: String? = nil,
         pushExpiry: String? = nil,
         suspended: Bool? = nil
@@ -83,6 +112,9 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         self.defaultTimeZone = defaultTimeZone
         self.deliveryTime = deliveryTime
         self.maxPushesPerDay = maxPushesPerDay
+        self.quietHours = quietHours
+        self.weekdays = weekdays
+        self.apnsEnvironment = apnsEnvironment
         self.apnsTopic = apnsTopic
         self.pushExpiry = pushExpiry
         self.suspended = suspended
@@ -96,6 +128,12 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             }
             return value
         }
+        let environment = try apnsEnvironment.map { (text) throws(EngineError) -> APNsEnvironment in
+            guard let value = APNsEnvironment(rawValue: text) else {
+                throw EngineError(.invalidInput, "apnsEnvironment must be production or sandbox")
+            }
+            return value
+        }
         tenant = try Tenant(
             id: tenant.id,
             name: name ?? tenant.name,
@@ -104,6 +142,9 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             defaultDeliveryTime: try deliveryTime.map { (text) throws(EngineError) in try LocalTime(parsing: text) }
                 ?? tenant.defaultDeliveryTime,
             maxPushesPerDay: maxPushesPerDay ?? tenant.maxPushesPerDay,
+            defaultQuietHours: quietHours ?? tenant.defaultQuietHours,
+            weekdays: try weekdays.map { (days) throws(EngineError) in try Weekdays(days) } ?? tenant.weekdays,
+            apnsEnvironment: environment ?? tenant.apnsEnvironment,
             apnsTopic: apnsTopic ?? tenant.apnsTopic,
             pushExpiry: expiry ?? tenant.pushExpiry,
             suspended: suspended ?? tenant.suspended,

@@ -32,7 +32,8 @@ public struct DailySchedule: Sendable, Equatable {
         self.spreadSeconds = max(0, spreadSeconds)
     }
 
-    /// The user's schedule under the tenant's defaults. An unknown stored zone falls back to the tenant's.
+    /// The user's schedule under the tenant's defaults. An unknown stored zone falls back to the tenant's; the user's
+    /// quiet hours, or the tenant's; the user's weekdays among the tenant's (the tenant's when none of them is one).
     public init(user: UserID, tenant: Tenant, preferences: DeliveryPreferences, spreadWindow: Duration) {
         let zone =
             preferences.timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: tenant.defaultTimeZone)
@@ -42,8 +43,8 @@ public struct DailySchedule: Sendable, Equatable {
         self.init(
             timeZone: zone,
             deliveryTime: preferences.deliveryTime ?? tenant.defaultDeliveryTime,
-            quietHours: preferences.quietHours,
-            weekdays: preferences.weekdays,
+            quietHours: preferences.quietHours ?? tenant.defaultQuietHours,
+            weekdays: preferences.weekdays.meeting(tenant.weekdays),
             spreadSeconds: offset
         )
     }

@@ -47,13 +47,15 @@ extension SQLiteStore {
                 sql: """
                     UPDATE tenants SET name = ?, default_language = ?, default_time_zone = ?,
                         default_delivery_minute = ?, max_pushes_per_day = ?, apns_topic = ?, push_expiry = ?,
-                        suspended = ?
+                        suspended = ?, default_quiet_start = ?, default_quiet_end = ?, weekdays = ?,
+                        apns_environment = ?
                     WHERE id = ?
                     """,
                 arguments: [
                     tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone, tenant.defaultDeliveryTime.minuteOfDay,
                     tenant.maxPushesPerDay, tenant.apnsTopic, tenant.pushExpiry.rawValue, tenant.suspended,
-                    tenant.id.rawValue,
+                    tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
+                    tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.id.rawValue,
                 ]
             )
             if let change = DueIndexChange(from: before, to: tenant) {

@@ -201,6 +201,17 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v11-tenant-defaults") { db in
+            // Default quiet hours, the programme's days and the environment of tokens registered without one.
+            try db.execute(
+                sql: """
+                    ALTER TABLE tenants ADD COLUMN default_quiet_start INTEGER;
+                    ALTER TABLE tenants ADD COLUMN default_quiet_end INTEGER;
+                    ALTER TABLE tenants ADD COLUMN weekdays INTEGER NOT NULL DEFAULT 127;
+                    ALTER TABLE tenants ADD COLUMN apns_environment TEXT;
+                    """
+            )
+        }
         return migrator
     }
 }

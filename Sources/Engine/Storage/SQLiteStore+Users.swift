@@ -10,13 +10,16 @@ extension SQLiteStore {
         try db.execute(
             sql: """
                 INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
-                    max_pushes_per_day, apns_topic, created_at, push_expiry, suspended)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
+                    default_quiet_end, weekdays, apns_environment)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
                 tenant.defaultDeliveryTime.minuteOfDay, tenant.maxPushesPerDay, tenant.apnsTopic,
                 tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue, tenant.suspended,
+                tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
+                tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue,
             ]
         )
     }
@@ -204,6 +207,12 @@ extension SQLiteStore {
             defaultTimeZone: row["default_time_zone"],
             defaultDeliveryTime: LocalTime(minuteOfDay: row["default_delivery_minute"]),
             maxPushesPerDay: row["max_pushes_per_day"],
+            defaultQuietHours: try StoredForm.quietHours(
+                start: row["default_quiet_start"],
+                end: row["default_quiet_end"]
+            ),
+            weekdays: StoredForm.weekdays(mask: row["weekdays"]),
+            apnsEnvironment: (row["apns_environment"] as String?).flatMap(APNsEnvironment.init(rawValue:)),
             apnsTopic: row["apns_topic"],
             pushExpiry: (row["push_expiry"] as String?).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             suspended: row["suspended"],

@@ -10,20 +10,22 @@ public enum StoredForm {
         quietEnd: Int?,
         weekdays: Int
     ) throws -> DeliveryPreferences {
-        var quietHours: QuietHours?
-        if let quietStart, let quietEnd {
-            quietHours = QuietHours(
-                start: try LocalTime(minuteOfDay: quietStart),
-                end: try LocalTime(minuteOfDay: quietEnd)
-            )
-        }
-        return DeliveryPreferences(
+        DeliveryPreferences(
             timeZone: timeZone,
             deliveryTime: try deliveryMinute.map { (minute) throws(EngineError) in try LocalTime(minuteOfDay: minute) },
-            quietHours: quietHours,
-            weekdays: Weekdays(uncheckedMask: weekdays)
+            quietHours: try quietHours(start: quietStart, end: quietEnd),
+            weekdays: Self.weekdays(mask: weekdays)
         )
     }
+
+    /// Quiet hours from their two minute-of-day columns (none when either is NULL).
+    public static func quietHours(start: Int?, end: Int?) throws -> QuietHours? {
+        guard let start, let end else { return nil }
+        return QuietHours(start: try LocalTime(minuteOfDay: start), end: try LocalTime(minuteOfDay: end))
+    }
+
+    /// Weekdays from their bit mask column.
+    public static func weekdays(mask: Int) -> Weekdays { Weekdays(uncheckedMask: mask) }
 
     public static func encodeScores(_ scores: LifeAreaScores) -> String {
         scores.values.map(String.init).joined(separator: ",")

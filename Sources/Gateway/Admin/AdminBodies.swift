@@ -14,6 +14,9 @@ struct TenantBody: Encodable, Sendable {
     var defaultTimeZone: String
     var deliveryTime: String
     var maxPushesPerDay: Int
+    var quietHours: QuietHours?
+    var weekdays: [Int]
+    var apnsEnvironment: String?
     var apnsTopic: String
     var pushExpiry: String
     var suspended: Bool
@@ -26,6 +29,9 @@ struct TenantBody: Encodable, Sendable {
         defaultTimeZone = tenant.defaultTimeZone
         deliveryTime = tenant.defaultDeliveryTime.description
         maxPushesPerDay = tenant.maxPushesPerDay
+        quietHours = tenant.defaultQuietHours
+        weekdays = tenant.weekdays.days
+        apnsEnvironment = tenant.apnsEnvironment?.rawValue
         apnsTopic = tenant.apnsTopic
         pushExpiry = tenant.pushExpiry.rawValue
         suspended = tenant.suspended

@@ -140,7 +140,7 @@ extension RESTAPI {
                 user: caller.user.id,
                 token: token,
                 name: "set by SendPush",
-                environment: configuration.originalTokenEnvironment
+                environment: tenant.tokenEnvironment(stated: nil, default: configuration.originalTokenEnvironment)
             )
             return "your token is now \(token.redacted)"
         default:

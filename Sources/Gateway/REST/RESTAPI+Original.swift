@@ -53,7 +53,10 @@ extension RESTAPI {
                         user: caller.user.id,
                         token: token,
                         name: body.DeviceName,
-                        environment: configuration.originalTokenEnvironment
+                        environment: caller.tenant.tokenEnvironment(
+                            stated: nil,
+                            default: configuration.originalTokenEnvironment
+                        )
                     )
                     return Response(status: .noContent)
                 }

@@ -164,7 +164,7 @@ extension RESTAPI {
             user: caller.user.id,
             token: token,
             name: body.name,
-            environment: body.environment ?? .production
+            environment: caller.tenant.tokenEnvironment(stated: body.environment, default: .production)
         )
         guard
             let device = try await store.device(tenant: caller.tenant.id, topic: caller.tenant.apnsTopic, token: token)

@@ -54,7 +54,10 @@ extension PostgresStore {
                     default_time_zone = \(tenant.defaultTimeZone),
                     default_delivery_minute = \(tenant.defaultDeliveryTime.minuteOfDay),
                     max_pushes_per_day = \(tenant.maxPushesPerDay), apns_topic = \(tenant.apnsTopic),
-                    push_expiry = \(tenant.pushExpiry.rawValue), suspended = \(tenant.suspended)
+                    push_expiry = \(tenant.pushExpiry.rawValue), suspended = \(tenant.suspended),
+                    default_quiet_start = \(tenant.defaultQuietHours?.start.minuteOfDay),
+                    default_quiet_end = \(tenant.defaultQuietHours?.end.minuteOfDay),
+                    weekdays = \(tenant.weekdays.mask), apns_environment = \(tenant.apnsEnvironment?.rawValue)
                 WHERE id = \(tenant.id.rawValue)
                 """,
                 logger

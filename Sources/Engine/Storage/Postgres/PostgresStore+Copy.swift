@@ -26,6 +26,8 @@ extension PostgresStore {
                 ("id", .text), ("name", .text), ("default_language", .text), ("default_time_zone", .text),
                 ("default_delivery_minute", .integer), ("max_pushes_per_day", .integer), ("apns_topic", .text),
                 ("created_at", .real), ("push_expiry", .text), ("suspended", .boolean),
+                ("default_quiet_start", .integer), ("default_quiet_end", .integer), ("weekdays", .integer),
+                ("apns_environment", .text),
             ]
         ),
         ("operators", [("name", .text), ("password_hash", .text), ("created_at", .real)]),

@@ -256,6 +256,19 @@ extension PostgresStore {
                 "CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at)",
             ]
         ),
+        Migration(
+            version: 8,
+            name: "tenant-defaults",
+            statements: [
+                // Default quiet hours, the programme's days and the environment of tokens registered without one.
+                """
+                ALTER TABLE tenants ADD COLUMN default_quiet_start integer,
+                    ADD COLUMN default_quiet_end integer,
+                    ADD COLUMN weekdays integer NOT NULL DEFAULT 127,
+                    ADD COLUMN apns_environment text
+                """
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

@@ -10,10 +10,13 @@ extension PostgresStore {
         try await connection.run(
             """
             INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
-                max_pushes_per_day, apns_topic, created_at, push_expiry, suspended)
+                max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
+                default_quiet_end, weekdays, apns_environment)
             VALUES (\(tenant.id.rawValue), \(tenant.name), \(tenant.defaultLanguage), \(tenant.defaultTimeZone),
                 \(tenant.defaultDeliveryTime.minuteOfDay), \(tenant.maxPushesPerDay), \(tenant.apnsTopic),
-                \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue), \(tenant.suspended))
+                \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue), \(tenant.suspended),
+                \(tenant.defaultQuietHours?.start.minuteOfDay), \(tenant.defaultQuietHours?.end.minuteOfDay),
+                \(tenant.weekdays.mask), \(tenant.apnsEnvironment?.rawValue))
             """,
             logger
         )
@@ -21,7 +24,7 @@ extension PostgresStore {
 
     static let tenantColumns = """
         id, name, default_language, default_time_zone, default_delivery_minute, max_pushes_per_day, apns_topic,
-            push_expiry, created_at, suspended
+            push_expiry, created_at, suspended, default_quiet_start, default_quiet_end, weekdays, apns_environment
         """
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
@@ -253,6 +256,9 @@ extension PostgresStore {
             defaultTimeZone: row.at(3),
             defaultDeliveryTime: LocalTime(minuteOfDay: row.at(4)),
             maxPushesPerDay: row.at(5),
+            defaultQuietHours: try StoredForm.quietHours(start: row.at(10), end: row.at(11)),
+            weekdays: StoredForm.weekdays(mask: row.at(12)),
+            apnsEnvironment: (try row.at(13, as: String?.self)).flatMap(APNsEnvironment.init(rawValue:)),
             apnsTopic: row.at(6),
             pushExpiry: (try row.at(7, as: String?.self)).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             suspended: row.at(9),
