@@ -29,6 +29,8 @@ struct ConfigFile: Decodable {
     var defaultTenant: String?
     var publicBaseURL: String?
     var maxBodyBytes: Int?
+    var maxUploadBytes: Int?
+    var uploadDeadlineSeconds: Int?
     var credentialCacheSeconds: Int?
     var bcryptCost: Int?
     var logLevel: String?
@@ -69,6 +71,8 @@ struct BrokerSettings {
     var defaultTenant: TenantID?
     var publicBaseURL: String?
     var maxBodyBytes: Int
+    var maxUploadBytes: Int
+    var uploadDeadlineSeconds: Int
     var credentialCacheSeconds: Int
     var bcryptCost: UInt8
     var logLevel: Logger.Level
@@ -133,6 +137,13 @@ struct BrokerSettings {
         }
         publicBaseURL = pick(nil, "BROKER_PUBLIC_URL", file.publicBaseURL)
         maxBodyBytes = try number("BROKER_MAX_BODY_BYTES", file.maxBodyBytes, 64 * 1024, 1024...(16 << 20))
+        maxUploadBytes = try number("BROKER_MAX_UPLOAD_BYTES", file.maxUploadBytes, 64 << 20, (1 << 20)...(1 << 30))
+        uploadDeadlineSeconds = try number(
+            "BROKER_UPLOAD_DEADLINE_SECONDS",
+            file.uploadDeadlineSeconds,
+            900,
+            10...3600
+        )
         credentialCacheSeconds = try number(
             "BROKER_CREDENTIAL_CACHE_SECONDS",
             file.credentialCacheSeconds,
@@ -258,6 +269,8 @@ struct BrokerSettings {
             rest: RESTConfiguration(
                 publicBaseURL: publicBaseURL,
                 maxBodySize: maxBodyBytes,
+                maxUploadSize: maxUploadBytes,
+                uploadDeadline: .seconds(uploadDeadlineSeconds),
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
                 mediaDirectory: dataDirectory + "/media",
                 bcryptCost: bcryptCost,

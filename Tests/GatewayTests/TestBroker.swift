@@ -134,6 +134,7 @@ struct TestBroker: Sendable {
         plain: Bool = false,
         http1Only: Bool = false,
         maxBodySize: Int = 64 * 1024,
+        maxUploadSize: Int = 64 << 20,
         logger: Logger = TestBroker.logger,
         scheduler: SchedulerConfiguration? = nil,
         adminToken: String? = nil,
@@ -172,6 +173,7 @@ struct TestBroker: Sendable {
             // The fixture's users have hashes of cost 4, and so has the stand-in for unknown usernames.
             rest: RESTConfiguration(
                 maxBodySize: maxBodySize,
+                maxUploadSize: maxUploadSize,
                 mediaDirectory: directory + "/media",
                 bcryptCost: 4,
                 requestDeadline: requestDeadline,

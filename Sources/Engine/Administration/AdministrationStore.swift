@@ -48,6 +48,9 @@ public protocol AdministrationStore: Sendable {
     func createUser(_ user: NewUser, audit: AuditEntry) async throws -> User
     /// Replaces the user's language, life areas, preferences, enabled and admin flags and, if given, password hash.
     func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User
+    /// Writes an import's users in one transaction with their audit entries: all of them, or none (a username
+    /// taken meanwhile fails the whole call).
+    func writeUsers(_ writes: [UserWrite], audit: [AuditEntry]) async throws
     /// Erases the user with their devices, deliveries, reminders and row of the due index.
     func deleteUser(tenant: TenantID, user: UserID, audit: AuditEntry) async throws -> ErasureReport
     /// A page of the tenant's users by username, after `after`, whose username contains `search` (case-insensitive).

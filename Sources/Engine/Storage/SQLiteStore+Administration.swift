@@ -103,28 +103,7 @@ extension SQLiteStore {
 
     public func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User {
         try await write { db in
-            try db.execute(
-                sql: """
-                    UPDATE users SET language = ?, life_areas = ?, enabled = ?, is_admin = ?, time_zone = ?,
-                        delivery_minute = ?, quiet_start = ?, quiet_end = ?, weekdays = ?,
-                        password_hash = COALESCE(?, password_hash)
-                    WHERE tenant_id = ? AND id = ?
-                    """,
-                arguments: [
-                    user.language, StoredForm.encodeScores(user.lifeAreas), user.enabled, user.isAdmin,
-                    user.preferences.timeZone, user.preferences.deliveryTime?.minuteOfDay,
-                    user.preferences.quietHours?.start.minuteOfDay, user.preferences.quietHours?.end.minuteOfDay,
-                    user.preferences.weekdays.mask, passwordHash, user.tenant.rawValue, user.id.rawValue,
-                ]
-            )
-            guard db.changesCount == 1 else { throw EngineError(.notFound, "no such user") }
-            // Planned again: a new time, zone or weekday, or an enabled user, moves the next fire time.
-            try db.execute(
-                sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",
-                arguments: [user.id.rawValue, user.tenant.rawValue]
-            )
-            try self.logChange(db, tenant: user.tenant, subject: .credentials(username: user.username))
-            try self.logChange(db, tenant: user.tenant, subject: .profile(user.id))
+            try self.applyUpdate(user, passwordHash: passwordHash, db)
             try Self.insertAudit(audit, db)
             return try Row.fetchOne(
                 db,
@@ -132,6 +111,53 @@ extension SQLiteStore {
                 arguments: [user.id.rawValue]
             ).map(Self.user(from:)) ?? user
         }
+    }
+
+    public func writeUsers(_ writes: [UserWrite], audit: [AuditEntry]) async throws {
+        try await write { db in
+            let now = Date()
+            for write in writes {
+                switch write {
+                case .create(let new, let enabled, _):
+                    var user = try self.insertUser(new, db, at: now)
+                    if !enabled {
+                        user.enabled = false
+                        try self.applyUpdate(user, passwordHash: nil, db)
+                    }
+                case .update(let user, _, let passwordHash):
+                    try self.applyUpdate(user, passwordHash: passwordHash, db)
+                case .unchanged:
+                    break
+                }
+            }
+            for entry in audit { try Self.insertAudit(entry, db) }
+        }
+    }
+
+    /// Writes a user's settings (and a new password hash when given), plans its row again and tells the caches.
+    private func applyUpdate(_ user: User, passwordHash: String?, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                UPDATE users SET language = ?, life_areas = ?, enabled = ?, is_admin = ?, time_zone = ?,
+                    delivery_minute = ?, quiet_start = ?, quiet_end = ?, weekdays = ?,
+                    password_hash = COALESCE(?, password_hash)
+                WHERE tenant_id = ? AND id = ?
+                """,
+            arguments: [
+                user.language, StoredForm.encodeScores(user.lifeAreas), user.enabled, user.isAdmin,
+                user.preferences.timeZone, user.preferences.deliveryTime?.minuteOfDay,
+                user.preferences.quietHours?.start.minuteOfDay, user.preferences.quietHours?.end.minuteOfDay,
+                user.preferences.weekdays.mask, passwordHash, user.tenant.rawValue, user.id.rawValue,
+            ]
+        )
+        guard db.changesCount == 1 else { throw EngineError(.notFound, "no such user") }
+        // Planned again: a new time, zone or weekday, or an enabled user, moves the next fire time.
+        try db.execute(
+            sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",
+            arguments: [user.id.rawValue, user.tenant.rawValue]
+        )
+        try self.logChange(db, tenant: user.tenant, subject: .credentials(username: user.username))
+        try self.logChange(db, tenant: user.tenant, subject: .profile(user.id))
     }
 
     public func deleteUser(tenant: TenantID, user: UserID, audit: AuditEntry) async throws -> ErasureReport {

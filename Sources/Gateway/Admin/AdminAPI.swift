@@ -22,6 +22,7 @@ struct AdminAPI: Sendable {
         addTenantRoutes(router, api: api, scheme: scheme)
         addUserRoutes(router, api: api, scheme: scheme)
         addCatalogRoutes(router, api: api, scheme: scheme)
+        addImportRoutes(router, api: api, scheme: scheme)
     }
 
     /// Registers an operator resource under `/admin/v1`, with 405 + `Allow` for other methods.
@@ -50,18 +51,22 @@ struct AdminAPI: Sendable {
         )
     }
 
-    /// Registers a tenant's admin resource under `/t/{tenant}/admin/v1`.
+    /// Registers a tenant's admin resource under `/t/{tenant}/admin/v1`. A `streamed` resource reads its body as it
+    /// arrives (`StreamedRoutes`), up to `maxUploadSize` and within `uploadDeadline`; it takes no
+    /// `Idempotency-Key` (its writes are idempotent by themselves).
     func tenantResource(
         _ router: Router<BrokerRequestContext>,
         _ path: String,
         api: RESTAPI,
         scheme: String,
+        streamed: Bool = false,
         _ handlers: [HTTPRequest.Method: TenantHandler]
     ) {
         register(
             router,
             "/t/:tenant/admin/v1" + path,
             api: api,
+            deadline: streamed ? api.configuration.uploadDeadline : nil,
             handlers.mapValues { handler in
                 { request, context, requestID in
                     // An operator may still administer a suspended tenant; its own admins are refused.
@@ -73,6 +78,7 @@ struct AdminAPI: Sendable {
                         requestID: requestID,
                         logger: context.logger
                     )
+                    if streamed { return try await handler(request, context, actor, tenant) }
                     return try await idempotency.run(request, actor: actor) {
                         try await handler($0, context, actor, tenant)
                     }
@@ -85,6 +91,7 @@ struct AdminAPI: Sendable {
         _ router: Router<BrokerRequestContext>,
         _ path: String,
         api: RESTAPI,
+        deadline: Duration? = nil,
         _ handlers: [HTTPRequest.Method: @Sendable (Request, BrokerRequestContext, String) async throws -> Response]
     ) {
         var allowed = Set(handlers.keys)
@@ -95,7 +102,7 @@ struct AdminAPI: Sendable {
             router.on(RouterPath(path), method: method) { request, context in
                 let requestID = Self.requestID(request)
                 do {
-                    var response = try await api.underDeadline(request, context) {
+                    var response = try await api.underDeadline(request, context, limit: deadline) {
                         try await handler(request, context, requestID)
                     }
                     response.headers[.requestID] = requestID

@@ -186,6 +186,8 @@ public func buildApplication(
             idleTimeout: configuration.idleTimeout,
             gracefulCloseTimeout: configuration.gracefulCloseTimeout,
             maximumBodySize: configuration.rest.maxBodySize + 1,
+            streamsBody: StreamedRoutes.matches,
+            streamedBodySize: configuration.rest.maxUploadSize,
             maxHeaderListSize: configuration.maxHeaderListSize,
             connectionLimits: configuration.connectionLimits,
             admission: api.admission

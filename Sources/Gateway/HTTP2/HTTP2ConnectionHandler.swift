@@ -23,6 +23,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         var connectionBuffer = 1 << 20
         /// A connection with answers queued that the peer has let none of go out for this long is closed.
         var stallTimeout: TimeAmount = .seconds(30)
+        /// Requests whose body is handed up in parts (see `NGHTTP2Session.Limits`).
+        var streamsBody: (@Sendable (String) -> Bool)?
+        var streamedBodySize = 64 << 20
     }
 
     private let configuration: Configuration
@@ -86,7 +89,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                 ],
                 limits: .init(
                     maxHeaderListSize: configuration.maxHeaderListSize,
-                    maximumBodySize: configuration.maximumBodySize
+                    maximumBodySize: configuration.maximumBodySize,
+                    streamsBody: configuration.streamsBody,
+                    streamedBodySize: configuration.streamedBodySize
                 )
             )
             flush()
@@ -338,6 +343,22 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         }
     }
 
+    /// Streams whose reader has asked for a pause: while any has, the connection is not read (its other streams
+    /// wait too, as they would for a connection window a slow reader keeps shut).
+    private var pausedStreams: Set<Int32> = []
+
+    /// Stops reading the connection until `resumeReading` for every stream that paused it (or its close).
+    func pauseReading(streamID: Int32) {
+        guard let context, pausedStreams.insert(streamID).inserted, pausedStreams.count == 1 else { return }
+        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+    }
+
+    func resumeReading(streamID: Int32) {
+        guard let context, pausedStreams.remove(streamID) != nil, pausedStreams.isEmpty else { return }
+        context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+        context.read()
+    }
+
     /// Announces new SETTINGS (a server changing its stream limit at run time).
     func announce(maxConcurrentStreams: UInt32) {
         try? session?.submitSettings([(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, maxConcurrentStreams)])
@@ -366,6 +387,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                     waiter.complete(.success(message))
                 }
             case .streamClosed(let streamID, let errorCode):
+                resumeReading(streamID: streamID)
                 roomWaiters.removeValue(forKey: streamID)?.fail(
                     HTTP2EngineError(.streamReset, errorCode: errorCode, "the stream closed")
                 )
@@ -387,7 +409,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             case .remoteSettings:
                 settingsReceived?.succeed()
                 settingsReceived = nil
-            case .pingAcknowledged, .connectionClosed:
+            case .pingAcknowledged, .connectionClosed, .requestBodyPart, .requestBodyEnd:
                 break
             }
         }

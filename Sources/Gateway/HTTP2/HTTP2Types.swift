@@ -28,7 +28,9 @@ public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
 /// A complete HTTP/2 message, request or response: its header block and its whole body.
 ///
 /// The engine delivers messages whole because both of its users exchange small ones (APNs payloads are at most
-/// 4 KiB, answers a few hundred bytes); bodies are capped by the session's `maximumBodySize`.
+/// 4 KiB, answers a few hundred bytes); bodies are capped by the session's `maximumBodySize`. The exception is a
+/// request whose path the server streams (`NGHTTP2Session.Limits.streamsBody`: imports, uploads): it arrives at
+/// its headers, `streamedBody` set, and its body follows in parts (`requestBodyPart`, `requestBodyEnd`).
 public struct HTTP2Message: Sendable {
     public var headers: [HTTP2Header]
     public var body: ByteBuffer
@@ -37,17 +39,21 @@ public struct HTTP2Message: Sendable {
     /// A request whose header list went past the announced limit: only its pseudo-headers were kept, and it is to
     /// be refused (431).
     public var headersTooLarge: Bool
+    /// A request delivered at its headers: its body follows as `requestBodyPart` events.
+    public var streamedBody: Bool
 
     public init(
         headers: [HTTP2Header],
         body: ByteBuffer = ByteBuffer(),
         bodyTooLarge: Bool = false,
-        headersTooLarge: Bool = false
+        headersTooLarge: Bool = false,
+        streamedBody: Bool = false
     ) {
         self.headers = headers
         self.body = body
         self.bodyTooLarge = bodyTooLarge
         self.headersTooLarge = headersTooLarge
+        self.streamedBody = streamedBody
     }
 
     /// The first value of a field.
@@ -69,6 +75,10 @@ public struct HTTP2Answer: Sendable {
 public enum HTTP2Event: Sendable {
     /// A whole message arrived: a request on a server, a response on a client.
     case message(streamID: Int32, HTTP2Message)
+    /// A part of a streamed request's body.
+    case requestBodyPart(streamID: Int32, ByteBuffer)
+    /// A streamed request's body ended, or went past `streamedBodySize` (the rest is discarded).
+    case requestBodyEnd(streamID: Int32, tooLarge: Bool)
     /// A stream closed; `errorCode` is 0 for a normal close, else the RST_STREAM or connection error code.
     case streamClosed(streamID: Int32, errorCode: UInt32)
     /// The peer's SETTINGS arrived or changed.

@@ -23,12 +23,19 @@ final class NGHTTP2Session {
         var headersTooLarge = false
         /// Answered before its end (413, 431): what else arrives for it is discarded.
         var answered = false
+        /// Handed up at its headers; its body goes up in parts.
+        var streamed = false
+        var streamedBytes = 0
     }
 
     /// What one peer may make this side hold: a header list (HPACK's measure), and a message body.
     struct Limits {
         var maxHeaderListSize = 16 * 1024
         var maximumBodySize = 1 << 20
+        /// Server side: requests with a body whose `:path` this accepts are handed up at their headers and their
+        /// body in parts, up to `streamedBodySize` bytes (the rest is discarded and the request told so).
+        var streamsBody: (@Sendable (String) -> Bool)?
+        var streamedBodySize = 64 << 20
     }
 
     // nghttp2 owns what this points to; `deinit` frees it.
@@ -270,6 +277,18 @@ final class NGHTTP2Session {
         guard var stream = inbound.removeValue(forKey: streamID) else { return }
         defer { inbound[streamID] = stream }
         guard !stream.answered else { return }
+        if stream.streamed {
+            stream.streamedBytes += bytes.count
+            if stream.streamedBytes > limits.streamedBodySize {
+                // The request answers (413) when it reads the end; the stream is reset once the answer is out.
+                stream.answered = true
+                resetAfterAnswer.insert(streamID)
+                events.append(.requestBodyEnd(streamID: streamID, tooLarge: true))
+            } else {
+                events.append(.requestBodyPart(streamID: streamID, ByteBuffer(bytes: bytes)))
+            }
+            return
+        }
         if stream.body.readableBytes + bytes.count > limits.maximumBodySize {
             stream.answered = true
             stream.body = ByteBuffer()
@@ -307,6 +326,22 @@ final class NGHTTP2Session {
                     resetStream(streamID, errorCode: HTTP2ErrorCode.protocolError)
                 }
                 if endStream { inbound.remove(at: index) }
+                return
+            }
+            if inbound.values[index].streamed {
+                if endStream {
+                    inbound.remove(at: index)
+                    events.append(.requestBodyEnd(streamID: streamID, tooLarge: false))
+                }
+                return
+            }
+            if !endStream, role == .server, Int(header.type) == Int(NGHTTP2_HEADERS.rawValue),
+                let streamsBody = limits.streamsBody,
+                let path = inbound.values[index].headers.first(where: { $0.name == ":path" })?.value, streamsBody(path)
+            {
+                inbound.values[index].streamed = true
+                let headers = inbound.values[index].headers
+                events.append(.message(streamID: streamID, HTTP2Message(headers: headers, streamedBody: true)))
                 return
             }
             guard endStream, let stream = inbound.removeValue(forKey: streamID) else { return }

@@ -125,11 +125,12 @@ public struct RESTAPI: Sendable {
     func underDeadline(
         _ request: Request,
         _ context: BrokerRequestContext,
+        limit: Duration? = nil,
         _ work: @escaping @Sendable () async throws -> Response
     ) async throws -> Response {
         let tenant = AdmissionControl.tenant(ofPath: request.uri.path)
         do {
-            return try await RequestDeadline(limit: configuration.requestDeadline).run(
+            return try await RequestDeadline(limit: limit ?? configuration.requestDeadline).run(
                 on: context.eventLoop,
                 executor: context.executor,
                 abandoned: { admission.hold(tenant: tenant) },

@@ -35,6 +35,9 @@ struct RESTChannel: ServerChildChannel {
     let gracefulCloseTimeout: Duration
     let maxConcurrentStreams: UInt32
     let maximumBodySize: Int
+    /// Requests whose body the routes read as it arrives (imports, uploads), and how large it may be.
+    let streamsBody: (@Sendable (String) -> Bool)?
+    let streamedBodySize: Int
     /// The header list limit HTTP/1.1 enforces too, in HPACK's measure (name + value + 32 per field).
     let maxHeaderListSize: Int
     /// The listener's connections: at most so many, each with a deadline for its handshake and first request.
@@ -51,6 +54,8 @@ struct RESTChannel: ServerChildChannel {
         gracefulCloseTimeout: Duration = .seconds(10),
         maxConcurrentStreams: UInt32 = 100,
         maximumBodySize: Int = 1 << 20,
+        streamsBody: (@Sendable (String) -> Bool)? = nil,
+        streamedBodySize: Int = 64 << 20,
         maxHeaderListSize: Int = 16 * 1024,
         connectionLimits: ConnectionLimits = ConnectionLimits(),
         admission: AdmissionControl? = nil
@@ -64,6 +69,8 @@ struct RESTChannel: ServerChildChannel {
         self.gracefulCloseTimeout = gracefulCloseTimeout
         self.maxConcurrentStreams = maxConcurrentStreams
         self.maximumBodySize = maximumBodySize
+        self.streamsBody = streamsBody
+        self.streamedBodySize = streamedBodySize
         self.maxHeaderListSize = maxHeaderListSize
         self.connections = ConnectionCounter(limits: connectionLimits, name: "https")
         self.admission = admission
@@ -136,7 +143,9 @@ struct RESTChannel: ServerChildChannel {
                 maxConcurrentStreams: maxConcurrentStreams,
                 maximumBodySize: maximumBodySize,
                 maxHeaderListSize: maxHeaderListSize,
-                stallTimeout: ConnectionGuard.timeAmount(connections.limits.stallTimeout)
+                stallTimeout: ConnectionGuard.timeAmount(connections.limits.stallTimeout),
+                streamsBody: streamsBody,
+                streamedBodySize: streamedBodySize
             )
         )
         let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
@@ -146,8 +155,29 @@ struct RESTChannel: ServerChildChannel {
         let executor = EventLoopTaskExecutor(channel.eventLoop)
         let work = NIOLoopBound(StreamWork(limit: Int(maxConcurrentStreams)), eventLoop: channel.eventLoop)
         handler.onEvent = { event in
-            // A stream the client reset (or that closed before its answer) takes its request's work with it.
-            if case .streamClosed(let streamID, _) = event { work.value.streamClosed(streamID) }
+            switch event {
+            case .streamClosed(let streamID, _):
+                // A stream the client reset (or that closed before its answer) takes its request's work with it.
+                work.value.streamClosed(streamID)
+            case .requestBodyPart(let streamID, let part):
+                if work.value.bodies[streamID]?.yield(part) == .stopProducing {
+                    bound.value.pauseReading(streamID: streamID)
+                }
+            case .requestBodyEnd(let streamID, let tooLarge):
+                let source = work.value.bodies.removeValue(forKey: streamID)
+                if tooLarge {
+                    source?.finish(
+                        Problem(
+                            .contentTooLarge,
+                            "body-too-large",
+                            "the request body is larger than this server accepts"
+                        )
+                    )
+                } else {
+                    source?.finish()
+                }
+            default: break
+            }
         }
         handler.onRequest = { streamID, message, handler in
             // A request's work counts against the stream limit until its task ends, not until its stream closes:
@@ -173,11 +203,23 @@ struct RESTChannel: ServerChildChannel {
                 }
                 tenant = verdict.tenant
             }
+            // A streamed body is read by the route as it arrives; while the route lags, the connection is not read.
+            var body: RequestBody?
+            if message.streamedBody {
+                let produced = StreamedBody.Producer.makeSequence(
+                    backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8),
+                    finishOnDeinit: false,
+                    delegate: StreamedBody(handler: bound, streamID: streamID)
+                )
+                work.value.bodies[streamID] = produced.source
+                body = RequestBody(asyncSequence: produced.sequence)
+            }
             // Each request runs as its own task, on the connection's event loop thread (and so does the actor code
             // it calls, unless the actor is busy elsewhere): no thread hop to start it or to answer.
             let task = Task(executorPreference: executor) {
                 await Self.answer(
                     message,
+                    body: body,
                     streamID: streamID,
                     handler: bound,
                     router: router,
@@ -195,7 +237,8 @@ struct RESTChannel: ServerChildChannel {
         let timeout = TimeAmount.nanoseconds(Int64(idleTimeout / .nanoseconds(1)))
         try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: timeout))
         try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.pipeline.syncOperations.addHandler(IdleCloser())
+        // A connection waiting for its requests' answers (a long import) is not idle.
+        try channel.pipeline.syncOperations.addHandler(IdleCloser(busy: { work.value.running > 0 }))
         if let governor = admission?.governor {
             let id = ObjectIdentifier(channel)
             let limit = governor.register(bound, id: id)
@@ -209,6 +252,7 @@ struct RESTChannel: ServerChildChannel {
     /// client's flow-control window lets them go (`HTTP2BodyWriter`).
     static func answer(
         _ message: HTTP2Message,
+        body: RequestBody? = nil,
         streamID: Int32,
         handler: NIOLoopBound<HTTP2ConnectionHandler>,
         router: RouterResponder<BrokerRequestContext>,
@@ -221,7 +265,7 @@ struct RESTChannel: ServerChildChannel {
         // A header block without :method or :path: answered as a problem for the root, it names no resource.
         let parsed = Self.request(from: message)
         let head = parsed ?? HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")
-        let request = Request(head: head, body: RequestBody(buffer: message.body))
+        let request = Request(head: head, body: body ?? RequestBody(buffer: message.body))
         var context = BrokerRequestContext(source: .init(channel: channel, logger: logger))
         context.admitted = admitted
         context.executor = executor
@@ -404,6 +448,8 @@ struct HTTP2BodyWriter: ResponseBodyWriter {
 final class StreamWork {
     private var tasks: [Int32: Task<Void, Never>] = [:]
     private var open: Set<Int32> = []
+    /// The bodies of streamed requests still arriving.
+    var bodies: [Int32: StreamedBody.Producer.Source] = [:]
     let limit: Int
 
     init(limit: Int) {
@@ -422,6 +468,7 @@ final class StreamWork {
     /// The stream closed: its answer was sent (the task is ending anyway) or the client reset it (nobody will
     /// read the answer, so the work stops).
     func streamClosed(_ streamID: Int32) {
+        bodies.removeValue(forKey: streamID)?.finish(HTTP2EngineError(.streamReset, "the stream closed"))
         guard open.remove(streamID) != nil else { return }
         tasks[streamID]?.cancel()
     }
@@ -447,12 +494,43 @@ extension NIOLoopBound where Value == StreamWork {
 final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
+    /// Whether requests are still being answered (the connection is then waiting, not idle).
+    let busy: () -> Bool
+
+    init(busy: @escaping () -> Bool = { false }) {
+        self.busy = busy
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
+            if !busy() { context.close(promise: nil) }
         } else {
             context.fireUserInboundEventTriggered(event)
         }
+    }
+}
+
+/// The reader's side of a streamed request body: when it has read enough to want more, the connection is read
+/// again.
+final class StreamedBody: NIOAsyncSequenceProducerDelegate {
+    typealias Producer = NIOThrowingAsyncSequenceProducer<
+        ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, StreamedBody
+    >
+
+    let handler: NIOLoopBound<HTTP2ConnectionHandler>
+    let streamID: Int32
+
+    init(handler: NIOLoopBound<HTTP2ConnectionHandler>, streamID: Int32) {
+        self.handler = handler
+        self.streamID = streamID
+    }
+
+    func produceMore() { resume() }
+    func didTerminate() { resume() }
+
+    private func resume() {
+        let (handler, streamID) = (handler, streamID)
+        handler.eventLoop.execute { handler.value.resumeReading(streamID: streamID) }
     }
 }
 

@@ -6,6 +6,10 @@ public struct RESTConfiguration: Sendable {
     public var publicBaseURL: String?
     /// Largest request body accepted; larger bodies get 413.
     public var maxBodySize: Int
+    /// The largest body of a route that reads it as it arrives (user imports, media uploads: `StreamedRoutes`).
+    public var maxUploadSize: Int
+    /// The longest such a request may take (a user import hashes every password it is given).
+    public var uploadDeadline: Duration
     /// How long verified credentials are reused before bcrypt runs again.
     public var credentialCacheTTL: Duration
     /// Default and largest page size of impulse lists.
@@ -36,6 +40,8 @@ public struct RESTConfiguration: Sendable {
     public init(
         publicBaseURL: String? = nil,
         maxBodySize: Int = 64 * 1024,
+        maxUploadSize: Int = 64 << 20,
+        uploadDeadline: Duration = .seconds(900),
         credentialCacheTTL: Duration = .seconds(300),
         defaultPageSize: Int = 10,
         maxPageSize: Int = 100,
@@ -51,6 +57,8 @@ public struct RESTConfiguration: Sendable {
     ) {
         self.publicBaseURL = publicBaseURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.maxBodySize = maxBodySize
+        self.maxUploadSize = max(maxBodySize, maxUploadSize)
+        self.uploadDeadline = max(.seconds(1), uploadDeadline)
         self.credentialCacheTTL = credentialCacheTTL
         self.defaultPageSize = defaultPageSize
         self.maxPageSize = maxPageSize

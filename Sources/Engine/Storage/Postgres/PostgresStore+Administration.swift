@@ -128,34 +128,64 @@ extension PostgresStore {
 
     public func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User {
         try await write { [self] connection in
-            let preferences = user.preferences
-            guard
-                let updated = try await connection.rows(
-                    """
-                    UPDATE users SET language = \(user.language), life_areas = \(StoredForm.encodeScores(user.lifeAreas)),
-                        enabled = \(user.enabled), is_admin = \(user.isAdmin), time_zone = \(preferences.timeZone),
-                        delivery_minute = \(preferences.deliveryTime?.minuteOfDay),
-                        quiet_start = \(preferences.quietHours?.start.minuteOfDay),
-                        quiet_end = \(preferences.quietHours?.end.minuteOfDay), weekdays = \(preferences.weekdays.mask),
-                        password_hash = COALESCE(\(passwordHash), password_hash)
-                    WHERE tenant_id = \(user.tenant.rawValue) AND id = \(user.id.rawValue)
-                    RETURNING \(unescaped: Self.userColumns)
-                    """,
-                    logger
-                ).first.map(Self.user(from:))
-            else { throw EngineError(.notFound, "no such user") }
-            // Planned again: a new time, zone or weekday, or an enabled user, moves the next fire time.
-            try await connection.run(
-                "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = \(user.id.rawValue)",
-                logger
-            )
-            try await self.logChanges(
-                connection,
-                [(user.tenant, .credentials(username: user.username)), (user.tenant, .profile(user.id))]
-            )
+            let updated = try await self.applyUpdate(user, passwordHash: passwordHash, connection)
             try await self.insertAudit(audit, connection)
             return updated
         }
+    }
+
+    public func writeUsers(_ writes: [UserWrite], audit: [AuditEntry]) async throws {
+        try await write { [self] connection in
+            for write in writes {
+                switch write {
+                case .create(let new, let enabled, _):
+                    var user = try await self.insertUsers([new], connection)[0]
+                    if !enabled {
+                        user.enabled = false
+                        _ = try await self.applyUpdate(user, passwordHash: nil, connection)
+                    }
+                case .update(let user, _, let passwordHash):
+                    _ = try await self.applyUpdate(user, passwordHash: passwordHash, connection)
+                case .unchanged:
+                    break
+                }
+            }
+            for entry in audit { try await self.insertAudit(entry, connection) }
+        }
+    }
+
+    /// Writes a user's settings (and a new password hash when given), plans its row again and tells the caches.
+    private func applyUpdate(
+        _ user: User,
+        passwordHash: String?,
+        _ connection: PostgresConnection
+    ) async throws -> User {
+        let preferences = user.preferences
+        guard
+            let updated = try await connection.rows(
+                """
+                UPDATE users SET language = \(user.language), life_areas = \(StoredForm.encodeScores(user.lifeAreas)),
+                    enabled = \(user.enabled), is_admin = \(user.isAdmin), time_zone = \(preferences.timeZone),
+                    delivery_minute = \(preferences.deliveryTime?.minuteOfDay),
+                    quiet_start = \(preferences.quietHours?.start.minuteOfDay),
+                    quiet_end = \(preferences.quietHours?.end.minuteOfDay), weekdays = \(preferences.weekdays.mask),
+                    password_hash = COALESCE(\(passwordHash), password_hash)
+                WHERE tenant_id = \(user.tenant.rawValue) AND id = \(user.id.rawValue)
+                RETURNING \(unescaped: Self.userColumns)
+                """,
+                logger
+            ).first.map(Self.user(from:))
+        else { throw EngineError(.notFound, "no such user") }
+        // Planned again: a new time, zone or weekday, or an enabled user, moves the next fire time.
+        try await connection.run(
+            "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = \(user.id.rawValue)",
+            logger
+        )
+        try await self.logChanges(
+            connection,
+            [(user.tenant, .credentials(username: user.username)), (user.tenant, .profile(user.id))]
+        )
+        return updated
     }
 
     public func deleteUser(tenant: TenantID, user: UserID, audit: AuditEntry) async throws -> ErasureReport {

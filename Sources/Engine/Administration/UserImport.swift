@@ -1,0 +1,566 @@
+import Foundation
+
+/// One user of a bulk import: who, and what to set. A row for a username the tenant has updates that user (only
+/// the members given); any other creates one, which needs a password or a password hash.
+public struct UserImportRow: Sendable {
+    /// Where the row starts in the file (1-based; the CSV header is line 1).
+    public var line: Int
+    public var username: String
+    public var password: String?
+    /// A bcrypt hash (`$2a$`, `$2b$` or `$2y$`), as the system the broker replaces kept them: stored as it is.
+    public var passwordHash: String?
+    public var changes: UserChanges
+
+    public init(line: Int, username: String, password: String? = nil, passwordHash: String? = nil, changes: UserChanges)
+    {
+        self.line = line
+        self.username = username
+        self.password = password
+        self.passwordHash = passwordHash
+        self.changes = changes
+    }
+}
+
+/// Whether a rejected row rejects the whole import or only itself.
+public enum UserImportMode: String, Sendable {
+    case allOrNothing = "all-or-nothing"
+    case perRow = "per-row"
+}
+
+/// What became of each row of an import.
+public struct UserImportReport: Sendable, Encodable {
+    public struct Row: Sendable, Encodable, Equatable {
+        public enum Result: String, Sendable, Encodable { case created, updated, unchanged, rejected }
+        public var line: Int
+        public var username: String?
+        public var result: Result
+        public var reason: String?
+    }
+
+    public var mode: String
+    /// False when an all-or-nothing import was refused: nothing was written.
+    public var committed: Bool
+    public var created = 0
+    public var updated = 0
+    public var unchanged = 0
+    public var rejected = 0
+    public var rows: [Row] = []
+
+    mutating func add(_ row: Row) {
+        switch row.result {
+        case .created: created += 1
+        case .updated: updated += 1
+        case .unchanged: unchanged += 1
+        case .rejected: rejected += 1
+        }
+        rows.append(row)
+    }
+}
+
+/// A row the parser could not read: its line and why.
+public struct UserImportRowError: Error, Sendable, Equatable {
+    public var line: Int
+    public var reason: String
+    /// The file cannot be read at all (a CSV without a usable header): the import is refused, nothing written.
+    public var fatal: Bool
+
+    public init(line: Int, reason: String, fatal: Bool = false) {
+        self.line = line
+        self.reason = reason
+        self.fatal = fatal
+    }
+}
+
+/// Reads an import file as it arrives, in parts: CSV (RFC 4180, a header naming the columns) or JSON lines (one
+/// object per line, the members the admin API's user body takes). Pure: bytes in, rows out; a line longer than
+/// `maxLineLength` is one rejected row, and memory holds one row at a time.
+///
+/// CSV columns: `username`, `password`, `passwordHash`, `language`, `timeZone`, `deliveryTime` (HH:mm),
+/// `quietHours` (HH:mm-HH:mm), `weekdays` (1-7 separated by spaces or semicolons), `enabled`, `admin` (true or
+/// false), and one per life area by its name (`work`, `health`, ...). An empty cell sets nothing.
+public struct UserImportParser: Sendable {
+    public enum Format: String, Sendable {
+        case csv
+        case jsonLines = "jsonl"
+    }
+
+    public let format: Format
+    public let maxLineLength: Int
+    private var header: [String]?
+    private var field: [UInt8] = []
+    private var fields: [String] = []
+    private var quoted = false
+    private var quoteSeen = false
+    private var line = 1
+    private var rowStart = 1
+    private var tooLong = false
+    private var rowBytes = 0
+    private var atRowStart = true
+
+    public init(format: Format, maxLineLength: Int = 64 * 1024) {
+        self.format = format
+        self.maxLineLength = maxLineLength
+    }
+
+    /// Rows (or their errors) completed by `bytes`.
+    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Result<UserImportRow, UserImportRowError>] {
+        var out: [Result<UserImportRow, UserImportRowError>] = []
+        for byte in bytes { consume(byte, into: &out) }
+        return out
+    }
+
+    /// The last row, when the file does not end with a line break; and a CSV without a header is an error.
+    public mutating func finish() -> [Result<UserImportRow, UserImportRowError>] {
+        var out: [Result<UserImportRow, UserImportRowError>] = []
+        if !atRowStart || !field.isEmpty || !fields.isEmpty { endRecord(into: &out) }
+        if format == .csv, header == nil {
+            out.append(
+                .failure(
+                    UserImportRowError(line: 1, reason: "the CSV has no header line naming its columns", fatal: true)
+                )
+            )
+        }
+        return out
+    }
+
+    private mutating func consume(_ byte: UInt8, into out: inout [Result<UserImportRow, UserImportRowError>]) {
+        if atRowStart {
+            atRowStart = false
+            rowStart = line
+            rowBytes = 0
+        }
+        rowBytes += 1
+        if byte == UInt8(ascii: "\n") { line += 1 }
+        if rowBytes > maxLineLength { tooLong = true }
+        if format == .jsonLines || !quoted {
+            if byte == UInt8(ascii: "\n") {
+                endRecord(into: &out)
+                return
+            }
+        }
+        if tooLong { return }
+        switch format {
+        case .jsonLines:
+            field.append(byte)
+        case .csv:
+            if quoted {
+                if byte == UInt8(ascii: "\"") {
+                    quoted = false
+                    quoteSeen = true
+                } else {
+                    field.append(byte)
+                }
+            } else if byte == UInt8(ascii: "\"") {
+                // A quote opening a field, or the second of a doubled quote inside one.
+                if quoteSeen { field.append(byte) }
+                quoted = true
+            } else if byte == UInt8(ascii: ",") {
+                fields.append(String(decoding: field, as: UTF8.self))
+                field.removeAll(keepingCapacity: true)
+                quoteSeen = false
+            } else if byte != UInt8(ascii: "\r") {
+                field.append(byte)
+            }
+        }
+    }
+
+    private mutating func endRecord(into out: inout [Result<UserImportRow, UserImportRowError>]) {
+        defer {
+            field.removeAll(keepingCapacity: true)
+            fields.removeAll(keepingCapacity: true)
+            quoted = false
+            quoteSeen = false
+            tooLong = false
+            atRowStart = true
+        }
+        if tooLong {
+            out.append(
+                .failure(UserImportRowError(line: rowStart, reason: "the line is longer than \(maxLineLength) bytes"))
+            )
+            return
+        }
+        switch format {
+        case .jsonLines:
+            let text = field
+            guard text.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { return }
+            out.append(Self.jsonRow(Data(text), line: rowStart))
+        case .csv:
+            fields.append(String(decoding: field, as: UTF8.self))
+            if fields.count == 1, fields[0].trimmingCharacters(in: .whitespaces).isEmpty { return }
+            guard let header else {
+                let names = fields.map { $0.trimmingCharacters(in: .whitespaces) }
+                let known = Set(Self.csvColumns + LifeArea.allCases.map(\.rawValue))
+                let problem: String? =
+                    if let unknown = names.first(where: { !known.contains($0) }) {
+                        "unknown column '\(unknown)'"
+                    } else if !names.contains("username") {
+                        "the header has no username column"
+                    } else if Set(names).count != names.count {
+                        "a column is named twice"
+                    } else {
+                        nil
+                    }
+                if let problem {
+                    out.append(.failure(UserImportRowError(line: rowStart, reason: problem, fatal: true)))
+                }
+                self.header = names
+                return
+            }
+            guard fields.count == header.count else {
+                out.append(
+                    .failure(
+                        UserImportRowError(
+                            line: rowStart,
+                            reason: "the row has \(fields.count) fields, the header \(header.count)"
+                        )
+                    )
+                )
+                return
+            }
+            out.append(Self.csvRow(Dictionary(uniqueKeysWithValues: zip(header, fields)), line: rowStart))
+        }
+    }
+
+    static let csvColumns = [
+        "username", "password", "passwordHash", "language", "timeZone", "deliveryTime", "quietHours", "weekdays",
+        "enabled", "admin",
+    ]
+
+    static func csvRow(_ cells: [String: String], line: Int) -> Result<UserImportRow, UserImportRowError> {
+        func value(_ name: String) -> String? {
+            cells[name].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        do throws(EngineError) {
+            func flag(_ name: String) throws(EngineError) -> Bool? {
+                guard let text = value(name) else { return nil }
+                switch text.lowercased() {
+                case "true", "yes", "1": return true
+                case "false", "no", "0": return false
+                default: throw EngineError(.invalidInput, "\(name) must be true or false")
+                }
+            }
+            guard let username = value("username") else { throw EngineError(.invalidInput, "username is missing") }
+            var scores: [String: Int] = [:]
+            for area in LifeArea.allCases {
+                guard let text = value(area.rawValue) else { continue }
+                guard let score = Int(text) else {
+                    throw EngineError(.invalidInput, "\(area.rawValue) must be a score from 0 to 100")
+                }
+                scores[area.rawValue] = score
+            }
+            let weekdays = try value("weekdays").map { (text) throws(EngineError) -> Weekdays in
+                let days = text.split(whereSeparator: { $0 == " " || $0 == ";" }).map { Int($0) ?? 0 }
+                return try Weekdays(days)
+            }
+            let changes = UserChanges(
+                language: value("language"),
+                timeZone: value("timeZone"),
+                deliveryTime: try value("deliveryTime").map { (text) throws(EngineError) in try LocalTime(parsing: text)
+                },
+                quietHours: try value("quietHours").map { (text) throws(EngineError) in try QuietHours(parsing: text) },
+                weekdays: weekdays,
+                lifeAreas: scores.isEmpty ? nil : scores,
+                enabled: try flag("enabled"),
+                admin: try flag("admin")
+            )
+            return .success(
+                UserImportRow(
+                    line: line,
+                    username: username,
+                    password: value("password"),
+                    passwordHash: value("passwordHash"),
+                    changes: changes
+                )
+            )
+        } catch {
+            return .failure(UserImportRowError(line: line, reason: error.message))
+        }
+    }
+
+    private struct JSONRow: Decodable {
+        var username: String
+        var password: String?
+        var passwordHash: String?
+        var changes: UserChanges
+
+        enum CodingKeys: String, CodingKey { case username, password, passwordHash }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            username = try container.decode(String.self, forKey: .username)
+            password = try container.decodeIfPresent(String.self, forKey: .password)
+            passwordHash = try container.decodeIfPresent(String.self, forKey: .passwordHash)
+            changes = try UserChanges(from: decoder)
+        }
+    }
+
+    static func jsonRow(_ data: Data, line: Int) -> Result<UserImportRow, UserImportRowError> {
+        do {
+            guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                return .failure(UserImportRowError(line: line, reason: "the line is not a JSON object"))
+            }
+            let known = Set(["username", "password", "passwordHash", "lifeAreas"] + UserChanges.memberNames)
+            if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+                return .failure(UserImportRowError(line: line, reason: "unknown member '\(unknown)'"))
+            }
+            if let member = object.first(where: { $0.value is NSNull })?.key {
+                return .failure(UserImportRowError(line: line, reason: "\(member) must not be null"))
+            }
+            let row = try JSONDecoder().decode(JSONRow.self, from: data)
+            return .success(
+                UserImportRow(
+                    line: line,
+                    username: row.username,
+                    password: row.password,
+                    passwordHash: row.passwordHash,
+                    changes: row.changes
+                )
+            )
+        } catch let error as EngineError {
+            return .failure(UserImportRowError(line: line, reason: error.message))
+        } catch let DecodingError.keyNotFound(key, _) {
+            return .failure(UserImportRowError(line: line, reason: "\(key.stringValue) is missing"))
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return .failure(UserImportRowError(line: line, reason: "\(path) has the wrong type"))
+        } catch let DecodingError.dataCorrupted(context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            let reason = (context.underlyingError as? EngineError)?.message ?? "\(path) is invalid"
+            return .failure(UserImportRowError(line: line, reason: reason))
+        } catch {
+            return .failure(UserImportRowError(line: line, reason: "the line is not valid JSON"))
+        }
+    }
+}
+
+extension UserChanges {
+    /// The JSON members a change takes (for refusing unknown ones in imports).
+    static let memberNames = ["language", "timeZone", "deliveryTime", "quietHours", "weekdays", "enabled", "admin"]
+}
+
+extension Administration {
+    /// Imports users from `rows` as they arrive, idempotent by username: a new username is created, a known one
+    /// updated with the members its row gives (unchanged when they change nothing and no password is given).
+    ///
+    /// `allOrNothing` writes nothing unless every row is valid (then all in one transaction); `perRow` writes
+    /// each batch of valid rows as it goes and reports the others. Passwords are hashed as rows arrive (bcrypt,
+    /// the configured cost); a `passwordHash` is stored as it is. Every write is audited like a single one.
+    public func importUsers<Rows: AsyncSequence>(
+        tenant: TenantID,
+        rows: Rows,
+        mode: UserImportMode,
+        by actor: AdminActor,
+        batchSize: Int = 100
+    ) async throws -> UserImportReport
+    where Rows.Element == Result<UserImportRow, UserImportRowError> {
+        _ = try await self.tenant(tenant, by: actor)
+        var report = UserImportReport(mode: mode.rawValue, committed: true)
+        var seen: [String: Int] = [:]
+        var batch: [(row: UserImportRow, write: UserWrite)] = []
+        var held: [UserWrite] = []
+        var audits: [AuditEntry] = []
+
+        func flush() async throws {
+            guard !batch.isEmpty else { return }
+            let prepared = try await hashPasswords(batch)
+            batch.removeAll()
+            if mode == .allOrNothing {
+                if report.rejected == 0 {
+                    held += prepared.map(\.write)
+                    audits += prepared.map { audit(actor, $0.write.action, tenant, $0.row.username) }
+                }
+                for item in prepared { report.add(item.write.outcome(line: item.row.line)) }
+                return
+            }
+            do {
+                try await store.writeUsers(
+                    prepared.map(\.write),
+                    audit: prepared.map { audit(actor, $0.write.action, tenant, $0.row.username) }
+                )
+                for item in prepared { report.add(item.write.outcome(line: item.row.line)) }
+            } catch {
+                // One row of the batch could not be written (a username taken meanwhile): each on its own.
+                for item in prepared {
+                    do {
+                        try await store.writeUsers(
+                            [item.write],
+                            audit: [audit(actor, item.write.action, tenant, item.row.username)]
+                        )
+                        report.add(item.write.outcome(line: item.row.line))
+                    } catch {
+                        let reason = (error as? EngineError)?.message ?? "the store refused the row"
+                        report.add(
+                            .init(line: item.row.line, username: item.row.username, result: .rejected, reason: reason)
+                        )
+                    }
+                }
+            }
+        }
+
+        for try await parsed in rows {
+            let row: UserImportRow
+            switch parsed {
+            case .failure(let error):
+                if error.fatal {
+                    // Only a header can be fatal, and it comes before any row: nothing has been written.
+                    throw EngineError(.invalidInput, "line \(error.line): \(error.reason)")
+                }
+                report.add(.init(line: error.line, username: nil, result: .rejected, reason: error.reason))
+                continue
+            case .success(let value): row = value
+            }
+            if let first = seen[row.username] {
+                report.add(
+                    .init(
+                        line: row.line,
+                        username: row.username,
+                        result: .rejected,
+                        reason: "the username is on line \(first) already"
+                    )
+                )
+                continue
+            }
+            seen[row.username] = row.line
+            do {
+                let write = try await prepare(row, tenant: tenant)
+                if case .unchanged = write {
+                    report.add(write.outcome(line: row.line))
+                } else {
+                    // An all-or-nothing import that has a rejected row hashes nothing more: it will not be written.
+                    if mode == .allOrNothing, report.rejected > 0 { continue }
+                    batch.append((row, write))
+                }
+            } catch let error as EngineError {
+                report.add(.init(line: row.line, username: row.username, result: .rejected, reason: error.message))
+            }
+            if batch.count >= batchSize { try await flush() }
+        }
+        try await flush()
+        if mode == .allOrNothing {
+            if report.rejected > 0 {
+                report.committed = false
+                // Rows that would have been written are reported as such; none was.
+                report.rows = report.rows.filter { $0.result == .rejected }
+                report.created = 0
+                report.updated = 0
+                report.unchanged = 0
+            } else if !held.isEmpty {
+                try await store.writeUsers(held, audit: audits)
+            }
+        }
+        report.rows.sort { $0.line < $1.line }
+        return report
+    }
+
+    /// What a valid row writes, before its password is hashed; throws the reason a row is rejected.
+    private func prepare(_ row: UserImportRow, tenant: TenantID) async throws -> UserWrite {
+        if let password = row.password { try Self.validate(password: password) }
+        if let hash = row.passwordHash {
+            guard row.password == nil else {
+                throw EngineError(.invalidInput, "give password or passwordHash, not both")
+            }
+            try Self.validate(bcryptHash: hash)
+        }
+        if var user = try await store.user(tenant: tenant, username: row.username) {
+            let before = user
+            try row.changes.apply(to: &user)
+            if user == before, row.password == nil, row.passwordHash == nil { return .unchanged(user) }
+            return .update(user, password: row.password, passwordHash: row.passwordHash)
+        }
+        guard row.password != nil || row.passwordHash != nil else {
+            throw EngineError(.invalidInput, "a new user needs a password or a passwordHash")
+        }
+        var candidate = User(
+            id: UserID(0),
+            tenant: tenant,
+            username: row.username,
+            passwordHash: "",
+            language: nil,
+            lifeAreas: .neutral,
+            enabled: true,
+            preferences: .init(),
+            createdAt: now()
+        )
+        try row.changes.apply(to: &candidate)
+        let new = try NewUser(
+            tenant: tenant,
+            username: row.username,
+            passwordHash: row.passwordHash ?? "",
+            language: candidate.language,
+            lifeAreas: candidate.lifeAreas,
+            preferences: candidate.preferences,
+            isAdmin: candidate.isAdmin
+        )
+        return .create(new, enabled: candidate.enabled, password: row.password)
+    }
+
+    /// The batch with its passwords hashed, several at once (bcrypt runs on the thread pool).
+    private func hashPasswords(
+        _ batch: [(row: UserImportRow, write: UserWrite)]
+    ) async throws -> [(row: UserImportRow, write: UserWrite)] {
+        try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            var result = batch
+            for (index, item) in batch.enumerated() {
+                guard let password = item.write.password else { continue }
+                group.addTask { (index, try await hashPassword(password)) }
+            }
+            for try await (index, hash) in group { result[index].write.setHash(hash) }
+            return result
+        }
+    }
+
+    /// A bcrypt hash as the import takes one: `$2a$`, `$2b$` or `$2y$`, a two-digit cost of 4-31, 53 characters
+    /// of bcrypt's base 64.
+    public static func validate(bcryptHash hash: String) throws(EngineError) {
+        let bytes = Array(hash.utf8)
+        let alphabet = Set("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        guard bytes.count == 60, hash.hasPrefix("$2a$") || hash.hasPrefix("$2b$") || hash.hasPrefix("$2y$"),
+            bytes[6] == UInt8(ascii: "$"), let cost = Int(String(decoding: bytes[4..<6], as: UTF8.self)),
+            (4...31).contains(cost), bytes[7...].allSatisfy({ alphabet.contains($0) })
+        else {
+            throw EngineError(.invalidInput, "passwordHash must be a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters)")
+        }
+    }
+}
+
+/// One user write of an import, as the store commits it.
+public enum UserWrite: Sendable {
+    /// A new user; `password` is hashed into `user.passwordHash` before the write.
+    case create(NewUser, enabled: Bool, password: String?)
+    /// Changes to a known user; a new hash when a password or hash was given.
+    case update(User, password: String?, passwordHash: String?)
+    /// Nothing to write.
+    case unchanged(User)
+
+    var password: String? {
+        switch self {
+        case .create(_, _, let password), .update(_, let password, _): password
+        case .unchanged: nil
+        }
+    }
+
+    mutating func setHash(_ hash: String) {
+        switch self {
+        case .create(var new, let enabled, _):
+            new.passwordHash = hash
+            self = .create(new, enabled: enabled, password: nil)
+        case .update(let user, _, _): self = .update(user, password: nil, passwordHash: hash)
+        case .unchanged: break
+        }
+    }
+
+    var action: String {
+        switch self {
+        case .create: "user.create"
+        case .update, .unchanged: "user.update"
+        }
+    }
+
+    func outcome(line: Int) -> UserImportReport.Row {
+        switch self {
+        case .create(let new, _, _): .init(line: line, username: new.username, result: .created)
+        case .update(let user, _, _): .init(line: line, username: user.username, result: .updated)
+        case .unchanged(let user): .init(line: line, username: user.username, result: .unchanged)
+        }
+    }
+}

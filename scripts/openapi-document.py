@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+# Writes the OpenAPI 3.1 document of the HTTP surface to stdout:
+#   python3 scripts/openapi-document.py > Sources/Gateway/REST/openapi.json
+# OpenAPIContractTests fail when the document and the routes differ.
+import json, copy
+
+def ref(name): return {"$ref": f"#/components/schemas/{name}"}
+def nullable(t): return {"type": [t, "null"]}
+S = {}
+S["Problem"] = {"type": "object", "description": "An RFC 9457 problem; `type` is `urn:impulse-broker:problem:<code>`.",
+  "required": ["type", "title", "status", "detail"],
+  "properties": {"type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer", "minimum": 400, "maximum": 599},
+                 "detail": {"type": "string"}, "instance": {"type": "string"}}}
+S["Impulse"] = {"type": "object", "description": "An impulse in the first system's format: exactly these members.",
+  "additionalProperties": False,
+  "required": ["single", "soundURL", "imageURLs", "timestamp", "duration", "title", "description", "webURL", "action",
+               "language", "descriptionShort", "workingID", "videoURL"],
+  "properties": {"single": {"type": "boolean"}, "soundURL": {"type": "null"},
+    "imageURLs": {"type": "array", "items": {"type": "string"}}, "timestamp": {"type": "integer", "description": "Unix seconds of the assignment"},
+    "duration": {"type": "integer", "description": "minutes"}, "title": {"type": "string"}, "description": {"type": "string"},
+    "webURL": nullable("string"), "action": {"type": "string"}, "language": {"type": "string"},
+    "descriptionShort": {"type": "string"}, "workingID": {"type": "string"}, "videoURL": nullable("string")}}
+S["ImpulseList"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("Impulse")}}}
+S["Delivery"] = {"type": "object", "additionalProperties": False,
+  "required": ["sequence", "kind", "assignedAt", "fetchedAt", "readAt", "read", "impulse", "lifeArea", "series", "seriesPosition"],
+  "properties": {"sequence": {"type": "integer"}, "kind": {"type": "string", "enum": ["scheduled", "manual", "reminder"]},
+    "assignedAt": {"type": "integer"}, "fetchedAt": nullable("integer"), "readAt": nullable("integer"), "read": {"type": "boolean"},
+    "impulse": ref("Impulse"), "lifeArea": {"type": "string"}, "series": nullable("string"), "seriesPosition": nullable("integer")}}
+S["DeliveryPage"] = {"type": "object", "additionalProperties": False, "required": ["items", "unreadCount", "next"],
+  "properties": {"items": {"type": "array", "items": ref("Delivery")}, "unreadCount": {"type": "integer", "minimum": 0},
+                 "next": nullable("string")}}
+S["ReminderRequest"] = {"type": "object", "description": "`remindAt` (RFC 3339) or `time` (`HH:mm`, its next occurrence in the user's zone).",
+  "properties": {"remindAt": {"type": "string"}, "time": {"type": "string"}}}
+S["Reminder"] = {"type": "object", "additionalProperties": False, "required": ["id", "workingID", "remindAt"],
+  "properties": {"id": {"type": "integer"}, "workingID": {"type": "string"}, "remindAt": {"type": "string", "format": "date-time"}}}
+S["ReminderList"] = {"type": "object", "additionalProperties": False, "required": ["reminders"],
+  "properties": {"reminders": {"type": "array", "items": ref("Reminder")}}}
+S["LocalTime"] = {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$", "description": "a local time of day, HH:mm"}
+S["QuietHours"] = {"type": "object", "additionalProperties": False, "required": ["start", "end"],
+  "properties": {"start": ref("LocalTime"), "end": ref("LocalTime")}}
+S["Weekdays"] = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 7}, "description": "ISO weekdays, 1 = Monday"}
+S["LifeAreas"] = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100},
+  "description": "screening scores by life area (work, health, ...)"}
+S["Profile"] = {"type": "object", "additionalProperties": False,
+  "required": ["username", "tenant", "language", "unreadCount", "lifeAreas", "preferences"],
+  "properties": {"username": {"type": "string"}, "tenant": {"type": "string"}, "language": {"type": "string"},
+    "unreadCount": {"type": "integer"}, "lifeAreas": ref("LifeAreas"),
+    "preferences": {"type": "object", "additionalProperties": False, "required": ["timeZone", "deliveryTime", "weekdays", "maxPushesPerDay"],
+      "properties": {"timeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"), "quietHours": ref("QuietHours"),
+                     "weekdays": ref("Weekdays"), "maxPushesPerDay": {"type": "integer"}}}}}
+S["Preferences"] = {"type": "object", "description": "The whole preference set; a missing member falls back to the tenant's default.",
+  "properties": {"language": {"type": "string"}, "timeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"),
+                 "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays")}}
+S["Device"] = {"type": "object", "additionalProperties": False, "required": ["token", "name", "environment", "registeredAt"],
+  "properties": {"token": {"type": "string"}, "name": {"type": "string"}, "environment": {"type": "string", "enum": ["production", "sandbox"]},
+                 "registeredAt": {"type": "integer"}}}
+S["DeviceList"] = {"type": "object", "additionalProperties": False, "required": ["devices"],
+  "properties": {"devices": {"type": "array", "items": ref("Device")}}}
+S["DeviceRequest"] = {"type": "object", "required": ["name"],
+  "properties": {"name": {"type": "string"}, "environment": {"type": "string", "enum": ["production", "sandbox"]}}}
+S["RegisterToken"] = {"type": "object", "required": ["DeviceToken", "DeviceName"],
+  "properties": {"DeviceToken": {"type": "string", "description": "hex"}, "DeviceName": {"type": "string"}}}
+S["Health"] = {"type": "object", "additionalProperties": False, "required": ["status"], "properties": {"status": {"const": "ok"}}}
+S["Inspection"] = {"type": "object", "description": "The node's live state (see the README, \"Metrics and inspection\")."}
+# admin
+S["Tenant"] = {"type": "object", "additionalProperties": False,
+  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "createdAt"],
+  "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "defaultLanguage": {"type": "string"},
+    "defaultTimeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer"},
+    "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays"),
+    "apnsEnvironment": {"type": "string", "enum": ["production", "sandbox"]},
+    "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
+    "suspended": {"type": "boolean"}, "createdAt": {"type": "string", "format": "date-time"}}}
+settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "string"}, "defaultTimeZone": {"type": "string"},
+    "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer", "minimum": 1, "maximum": 24},
+    "quietHours": dict(ref("QuietHours"), description="default quiet hours; a start equal to the end removes them"),
+    "weekdays": dict(ref("Weekdays"), description="the programme's days; users choose among them"),
+    "apnsEnvironment": {"type": "string", "enum": ["production", "sandbox"], "description": "of tokens registered without one"},
+    "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
+    "suspended": {"type": "boolean", "description": "suspended: no dispatch; its users and admins are refused (403)"}}
+S["TenantSettings"] = {"type": "object", "description": "Every member optional: those given replace the tenant's.", "properties": settings_props}
+S["NewTenant"] = {"type": "object", "required": ["id"],
+  "properties": dict({"id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}}, **settings_props)}
+S["TenantPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("Tenant")}, "next": nullable("string")}}
+S["AdminUser"] = {"type": "object", "additionalProperties": False,
+  "required": ["username", "lifeAreas", "enabled", "admin", "preferences", "createdAt"],
+  "properties": {"username": {"type": "string"}, "language": {"type": "string"}, "lifeAreas": ref("LifeAreas"),
+    "enabled": {"type": "boolean"}, "admin": {"type": "boolean"},
+    "preferences": {"type": "object", "additionalProperties": False, "required": ["weekdays"],
+      "properties": {"timeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"), "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays")}},
+    "createdAt": {"type": "string", "format": "date-time"}}}
+change_props = {"language": {"type": "string"}, "timeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"),
+    "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays"), "lifeAreas": ref("LifeAreas"),
+    "enabled": {"type": "boolean"}, "admin": {"type": "boolean", "description": "may use the tenant's admin API and /SendPush"}}
+S["UserChanges"] = {"type": "object", "description": "Every member optional: those given replace the user's.", "properties": change_props}
+S["NewUser"] = {"type": "object", "required": ["username", "password"],
+  "properties": dict({"username": {"type": "string", "minLength": 1, "maxLength": 128}, "password": {"type": "string", "minLength": 1}}, **change_props)}
+S["UserPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("AdminUser")}, "next": nullable("string")}}
+S["Password"] = {"type": "object", "required": ["password"], "properties": {"password": {"type": "string", "minLength": 1}}}
+S["Operator"] = {"type": "object", "additionalProperties": False, "required": ["name", "createdAt"],
+  "properties": {"name": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"}}}
+S["NewOperator"] = {"type": "object", "required": ["name", "password"],
+  "properties": {"name": {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$"}, "password": {"type": "string", "minLength": 1}}}
+S["OperatorPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("Operator")}, "next": nullable("string")}}
+S["Erasure"] = {"type": "object", "additionalProperties": False, "required": ["erased"],
+  "properties": {"erased": {"type": "object", "additionalProperties": False, "required": ["users", "devices", "deliveries", "reminders", "impulses"],
+    "properties": {k: {"type": "integer", "minimum": 0} for k in ["users", "devices", "deliveries", "reminders", "impulses"]}}}}
+S["AuditEntry"] = {"type": "object", "additionalProperties": False, "required": ["id", "at", "actor", "role", "action", "target"],
+  "properties": {"id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"}, "actor": {"type": "string"},
+    "role": {"type": "string", "enum": ["operator", "tenant-admin"]}, "tenant": {"type": "string"}, "action": {"type": "string"},
+    "target": {"type": "string"}, "requestId": {"type": "string"}}}
+S["AuditPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("AuditEntry")}, "next": nullable("string")}}
+S["UserExport"] = {"type": "object", "description": "Everything held of one user (the right of access); no password hash.",
+  "required": ["exportedAt", "user", "devices", "deliveries", "reminders"],
+  "properties": {"exportedAt": {"type": "string", "format": "date-time"}, "user": {"type": "object"},
+    "devices": {"type": "array", "items": {"type": "object"}}, "deliveries": {"type": "array", "items": {"type": "object"}},
+    "reminders": {"type": "array", "items": {"type": "object"}}}}
+
+item_props = {"workingID": {"type": "string"}, "language": {"type": "string"}, "title": {"type": "string"},
+    "descriptionShort": {"type": "string"}, "description": {"type": "string"}, "duration": {"type": "integer", "minimum": 0, "maximum": 1440},
+    "action": {"type": "string", "enum": ["read", "do"]}, "single": {"type": "boolean"},
+    "imageURLs": {"type": "array", "items": {"type": "string"}}, "videoURL": {"type": "string"}, "webURL": {"type": "string"},
+    "lifeArea": {"type": "string", "enum": ["work", "career", "finances", "health", "fitness", "nutrition", "sleep", "family", "partnership", "friends", "leisure", "mindfulness"]},
+    "series": {"type": "string"}, "seriesPosition": {"type": "integer", "minimum": 1}}
+item_required = ["workingID", "language", "title", "descriptionShort", "description", "duration", "action", "single", "lifeArea"]
+S["CatalogItemInput"] = {"type": "object", "description": "An impulse in the catalog format (what `broker catalog import` reads); `/media/` links must name files of the media folder.",
+  "required": item_required, "properties": item_props}
+S["CatalogItem"] = {"type": "object", "additionalProperties": False, "required": item_required + ["imageURLs", "retired"],
+  "properties": dict(item_props, retired={"type": "boolean", "description": "no longer chosen; deliveries keep showing it"})}
+S["CatalogDocument"] = {"type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": ref("CatalogItemInput")}}}
+S["CatalogPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("CatalogItem")}, "next": nullable("string")}}
+S["ImportResult"] = {"type": "object", "additionalProperties": False, "required": ["inserted", "updated"],
+  "properties": {"inserted": {"type": "integer", "minimum": 0}, "updated": {"type": "integer", "minimum": 0}}}
+S["Retired"] = {"type": "object", "required": ["retired"], "properties": {"retired": {"type": "boolean"}}}
+S["DeliverRequest"] = {"type": "object", "required": ["impulse"], "properties": {"impulse": {"type": "string", "description": "the impulse's workingID"}}}
+S["LedgerPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("Delivery")}, "next": nullable("string")}}
+
+def problem_default():
+    return {"description": "A problem: 400, 401, 403, 404, 405, 409, 413, 415, 422, 429 or 503 (README, \"REST API\")",
+            "content": {"application/problem+json": {"schema": ref("Problem")}}}
+def json_response(desc, schema, status="200"):
+    return {status: {"description": desc, "content": {"application/json": {"schema": ref(schema)}}}}
+def op(summary, responses, security, params=None, body=None, tags=None, desc=None):
+    o = {"summary": summary, "responses": dict(responses, default=problem_default()), "security": security}
+    if desc: o["description"] = desc
+    if params: o["parameters"] = params
+    if body: o["requestBody"] = body
+    if tags: o["tags"] = tags
+    return o
+def jbody(schema, required=True):
+    return {"required": required, "content": {"application/json": {"schema": ref(schema)}}}
+def q(name, schema, desc):
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": desc}
+def p(name, desc, schema=None):
+    return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}, "description": desc}
+
+BASIC = [{"basicAuth": []}]
+ADMIN = [{"operatorToken": []}, {"basicAuth": []}]
+NONE = []
+NO_CONTENT = {"204": {"description": "done"}}
+
+client = {}
+client["/CurrentImpulse"] = {"get": op("The newest delivered impulses, in the first system's format (marks them fetched)",
+    json_response("impulses, newest first", "ImpulseList"), BASIC, tags=["client"],
+    params=[q("limit", {"type": "integer", "minimum": 1, "maximum": 100}, "how many (10)"),
+            q("since", {"type": "integer", "minimum": 0}, "only those after this sequence")])}
+client["/RegisterToken"] = {"post": op("Registers the caller's device token (it moves from another user of the tenant)",
+    NO_CONTENT, BASIC, tags=["client"],
+    body={"required": True, "content": {"application/json": {"schema": ref("RegisterToken")},
+                                        "application/x-www-form-urlencoded": {"schema": ref("RegisterToken")}}})}
+client["/v1/impulses"] = {"get": op("My deliveries with their state, newest first (marks them fetched)",
+    json_response("a page", "DeliveryPage"), BASIC, tags=["client"],
+    params=[q("limit", {"type": "integer", "minimum": 1, "maximum": 100}, "page size (10)"),
+            q("since", {"type": "integer", "minimum": 0}, "only newer than this sequence"),
+            q("before", {"type": "integer", "minimum": 1}, "only older than this sequence (the next page)")])}
+imp = p("impulse", "the impulse's workingID")
+client["/v1/impulses/{impulse}"] = {
+    "get": op("One impulse delivered to me (marks it fetched)", json_response("the delivery", "Delivery"), BASIC, params=[imp], tags=["client"]),
+    "post": op("Remind me of it later", json_response("the reminder; Location names it", "Reminder", "201"), BASIC, params=[imp],
+               body=jbody("ReminderRequest"), tags=["client"])}
+client["/v1/impulses/{impulse}/read"] = {"put": op("Marks it read (idempotent): the unread count is the badge",
+    json_response("the delivery", "Delivery"), BASIC, params=[imp], tags=["client"])}
+client["/v1/reminders"] = {"get": op("My pending reminders", json_response("reminders", "ReminderList"), BASIC, tags=["client"])}
+rem = p("reminder", "the reminder's id", {"type": "integer"})
+client["/v1/reminders/{reminder}"] = {
+    "get": op("One of my reminders", json_response("the reminder", "Reminder"), BASIC, params=[rem], tags=["client"]),
+    "delete": op("Cancels one of my reminders", NO_CONTENT, BASIC, params=[rem], tags=["client"])}
+client["/v1/me"] = {"get": op("Who I am, my unread count and my preferences with the tenant's defaults filled in",
+    json_response("the profile", "Profile"), BASIC, tags=["client"])}
+client["/v1/me/preferences"] = {"put": op("Replaces my preferences", json_response("the profile", "Profile"), BASIC,
+    body=jbody("Preferences"), tags=["client"])}
+client["/v1/devices"] = {"get": op("My devices", json_response("devices", "DeviceList"), BASIC, tags=["client"])}
+tok = p("token", "the device token (hex)")
+client["/v1/devices/{token}"] = {
+    "put": op("Registers or refreshes a device of mine", dict(json_response("refreshed or moved to me", "Device"),
+              **json_response("registered; Location names it", "Device", "201")), BASIC, params=[tok], body=jbody("DeviceRequest"), tags=["client"]),
+    "delete": op("Unregisters a device (logout); never removes another user's", NO_CONTENT, BASIC, params=[tok], tags=["client"])}
+client["/v1/admin/inspect"] = {"get": op("The tenant's live state, for its admins", json_response("the view", "Inspection"), BASIC, tags=["client"])}
+html = {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}}}
+client["/SendPush"] = {
+    "get": op("The first system's admin page (tenant admins)", html, BASIC, tags=["client"]),
+    "post": op("A command of the admin page: send, fill, clear, error, token (form fields and its CSRF token)", html, BASIC, tags=["client"],
+               body={"required": True, "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object",
+                 "properties": {k: {"type": "string"} for k in ["command", "impulse", "target", "token", "csrf"]}}}}})}
+
+paths = {}
+for path, item in client.items():
+    paths[path] = copy.deepcopy(item)
+for path, item in client.items():
+    prefixed = copy.deepcopy(item)
+    for method, o in prefixed.items():
+        o["parameters"] = [p("tenant", "the tenant's id")] + o.get("parameters", [])
+    paths["/t/{tenant}" + path] = prefixed
+
+paths["/health"] = {"get": op("Liveness for load balancers", json_response("alive", "Health"), NONE, tags=["operations"])}
+paths["/openapi.json"] = {"get": op("This document", {"200": {"description": "the OpenAPI document", "content": {"application/json": {"schema": {"type": "object"}}}}}, NONE, tags=["operations"])}
+paths["/media/{path}"] = {"get": op("A public media file of `<dataDirectory>/media` (byte ranges, no login)",
+    {"200": {"description": "the file", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+     "206": {"description": "a byte range", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}},
+    NONE, params=[p("path", "the file's path below media/ (may hold slashes)")], tags=["operations"])}
+
+T = ["operator"]
+tid = p("id", "the tenant's id")
+paths["/admin/v1/tenants"] = {
+    "get": op("Every tenant", json_response("tenants", "TenantPage"), ADMIN, tags=T),
+    "post": op("Creates a tenant", json_response("created; Location names it", "Tenant", "201"), ADMIN, body=jbody("NewTenant"), tags=T)}
+paths["/admin/v1/tenants/{id}"] = {
+    "get": op("A tenant", json_response("the tenant", "Tenant"), ADMIN, params=[tid], tags=T),
+    "patch": op("Changes a tenant's settings; `suspended` suspends or resumes it", json_response("the tenant", "Tenant"), ADMIN,
+                params=[tid], body=jbody("TenantSettings"), tags=T),
+    "delete": op("Erases a tenant and all of its data but its audit trail", json_response("what was erased", "Erasure"), ADMIN,
+                 params=[tid, dict(q("confirm", {"type": "string"}, "the tenant's id again"), required=True)], tags=T)}
+paths["/admin/v1/operators"] = {
+    "get": op("Operator accounts", json_response("accounts", "OperatorPage"), ADMIN, tags=T),
+    "post": op("Adds an operator account", json_response("added", "Operator", "201"), ADMIN, body=jbody("NewOperator"), tags=T)}
+audit_params = [q("before", {"type": "integer", "minimum": 1}, "entries before this id (the next page)"),
+                q("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "page size (100)")]
+paths["/admin/v1/audit"] = {"get": op("The audit trail of every tenant, newest first", json_response("a page", "AuditPage"), ADMIN,
+                                      params=audit_params, tags=T)}
+TA = ["tenant admin"]
+ten = p("tenant", "the tenant's id")
+usr = p("username", "the username, percent-encoded")
+paths["/t/{tenant}/admin/v1/tenant"] = {"get": op("The tenant's settings", json_response("the tenant", "Tenant"), ADMIN, params=[ten], tags=TA)}
+paths["/t/{tenant}/admin/v1/audit"] = {"get": op("The tenant's audit trail, newest first", json_response("a page", "AuditPage"), ADMIN,
+                                                 params=[ten] + audit_params, tags=TA)}
+paths["/t/{tenant}/admin/v1/users"] = {
+    "get": op("The tenant's users by username", json_response("a page", "UserPage"), ADMIN, tags=TA,
+              params=[ten, q("search", {"type": "string"}, "only usernames containing this (any case)"),
+                      q("after", {"type": "string"}, "only usernames after this one (the next page)"),
+                      q("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "page size (100)")]),
+    "post": op("Creates a user", json_response("created; Location names it", "AdminUser", "201"), ADMIN, params=[ten],
+               body=jbody("NewUser"), tags=TA)}
+paths["/t/{tenant}/admin/v1/users/{username}"] = {
+    "get": op("A user", json_response("the user", "AdminUser"), ADMIN, params=[ten, usr], tags=TA),
+    "patch": op("Changes a user", json_response("the user", "AdminUser"), ADMIN, params=[ten, usr], body=jbody("UserChanges"), tags=TA),
+    "delete": op("Erases a user with their devices, deliveries, reminders and schedule (the right to erasure)",
+                 json_response("what was erased", "Erasure"), ADMIN, params=[ten, usr], tags=TA)}
+paths["/t/{tenant}/admin/v1/users/{username}/password"] = {
+    "put": op("Replaces a user's password", NO_CONTENT, ADMIN, params=[ten, usr], body=jbody("Password"), tags=TA)}
+paths["/t/{tenant}/admin/v1/users/{username}/export"] = {
+    "get": op("Everything held of a user, as one document (the right of access)", json_response("the export", "UserExport"), ADMIN,
+              params=[ten, usr], tags=TA)}
+
+impp = p("impulse", "the impulse's workingID")
+paths["/t/{tenant}/admin/v1/impulses"] = {
+    "get": op("The tenant's catalog, retired impulses included", json_response("the catalog", "CatalogPage"), ADMIN, params=[ten], tags=TA),
+    "post": op("Imports impulses (created or replaced, all or none)", json_response("what was imported", "ImportResult"), ADMIN,
+               params=[ten], body=jbody("CatalogDocument"), tags=TA)}
+paths["/t/{tenant}/admin/v1/impulses/{impulse}"] = {
+    "get": op("An impulse", json_response("the impulse", "CatalogItem"), ADMIN, params=[ten, impp], tags=TA),
+    "put": op("Creates or replaces an impulse", dict(json_response("replaced", "CatalogItem"), **json_response("created", "CatalogItem", "201")),
+              ADMIN, params=[ten, impp], body=jbody("CatalogItemInput"), tags=TA),
+    "patch": op("Retires an impulse (never chosen again) or brings it back", json_response("the impulse", "CatalogItem"), ADMIN,
+                params=[ten, impp], body=jbody("Retired"), tags=TA)}
+paths["/t/{tenant}/admin/v1/users/{username}/deliveries"] = {
+    "get": op("A user's deliveries, newest first", json_response("a page", "LedgerPage"), ADMIN, tags=TA,
+              params=[ten, usr, q("before", {"type": "integer", "minimum": 1}, "older than this sequence (the next page)"),
+                      q("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "page size (50)")]),
+    "post": op("Delivers an impulse to the user now, and pushes it", json_response("the delivery", "Delivery", "201"), ADMIN,
+               params=[ten, usr], body=jbody("DeliverRequest"), tags=TA)}
+
+S["UserImportReport"] = {"type": "object", "additionalProperties": False,
+  "required": ["mode", "committed", "created", "updated", "unchanged", "rejected", "rows"],
+  "properties": {"mode": {"type": "string", "enum": ["per-row", "all-or-nothing"]},
+    "committed": {"type": "boolean", "description": "false: an all-or-nothing import with rejected rows wrote nothing"},
+    **{k: {"type": "integer", "minimum": 0} for k in ["created", "updated", "unchanged", "rejected"]},
+    "rows": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["line", "result"],
+      "properties": {"line": {"type": "integer", "minimum": 1}, "username": {"type": "string"},
+        "result": {"type": "string", "enum": ["created", "updated", "unchanged", "rejected"]}, "reason": {"type": "string"}}}}}}
+paths["/t/{tenant}/admin/v1/user-imports"] = {
+    "post": op("Imports users from CSV or JSON lines, idempotent by username, read as the body arrives",
+      dict(json_response("the per-row report", "UserImportReport"),
+           **{"422": {"description": "an all-or-nothing import with rejected rows (nothing written): a problem with the report",
+                      "content": {"application/problem+json": {"schema": {"allOf": [ref("Problem"), {"type": "object",
+                        "properties": {"report": ref("UserImportReport")}}]}}}}}),
+      ADMIN, tags=TA,
+      desc="CSV: a header naming the columns (username, password, passwordHash, language, timeZone, deliveryTime, quietHours, weekdays, enabled, admin, and a column per life area); JSON lines: one user body per line, with password or passwordHash. A new username needs a password or a bcrypt passwordHash; a known one is updated with what its row gives. Bodies up to maxUploadBytes; no Idempotency-Key (the import is idempotent by username).",
+      params=[ten, q("mode", {"type": "string", "enum": ["per-row", "all-or-nothing"]}, "per-row (default): each valid row is written; all-or-nothing: nothing unless every row is valid")],
+      body={"required": True, "content": {"text/csv": {"schema": {"type": "string"}},
+                                          "application/x-ndjson": {"schema": {"type": "string"}}}})}
+
+idem = {"name": "Idempotency-Key", "in": "header", "required": False,
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
+        "description": "a retry with the same key (and the same request) answers the first result and writes nothing again; another request under the key is refused (422)"}
+for path in ["/admin/v1/tenants", "/admin/v1/operators", "/t/{tenant}/admin/v1/users", "/t/{tenant}/admin/v1/impulses",
+             "/t/{tenant}/admin/v1/users/{username}/deliveries"]:
+    o = paths[path]["post"]
+    o["parameters"] = o.get("parameters", []) + [idem]
+
+import re
+def op_id(method, path):
+    words = [w for w in re.split(r"[/{}.-]+", path) if w]
+    prefixed = words[:2] == ["t", "tenant"]
+    if prefixed: words = words[2:]
+    name = method + "".join(w[:1].upper() + w[1:] for w in words)
+    return name + ("InTenant" if prefixed else "")
+for path, item in paths.items():
+    for method, o in item.items():
+        o["operationId"] = op_id(method, path)
+def link(path, method, status, name, target_path, target_method, parameters):
+    paths[path][method]["responses"][status].setdefault("links", {})[name] = {
+        "operationId": paths[target_path][target_method]["operationId"], "parameters": parameters}
+for prefix in ["", "/t/{tenant}"]:
+    extra = {"tenant": "$request.path.tenant"} if prefix else {}
+    for target_method in ["get", "delete"]:
+        link(prefix + "/v1/impulses/{impulse}", "post", "201", target_method + "Reminder",
+             prefix + "/v1/reminders/{reminder}", target_method, dict(extra, reminder="$response.body#/id"))
+for target_method in ["get", "patch", "delete"]:
+    link("/t/{tenant}/admin/v1/users", "post", "201", target_method + "User", "/t/{tenant}/admin/v1/users/{username}",
+         target_method, {"tenant": "$request.path.tenant", "username": "$response.body#/username"})
+for target in ["/t/{tenant}/admin/v1/users/{username}/password", "/t/{tenant}/admin/v1/users/{username}/export"]:
+    method = "put" if target.endswith("password") else "get"
+    link("/t/{tenant}/admin/v1/users", "post", "201", ("reset" if method == "put" else "export") + "User", target,
+         method, {"tenant": "$request.path.tenant", "username": "$response.body#/username"})
+for target_method in ["get", "patch", "delete"]:
+    link("/admin/v1/tenants", "post", "201", target_method + "Tenant", "/admin/v1/tenants/{id}", target_method,
+         {"id": "$response.body#/id"})
+
+doc = {"openapi": "3.1.0",
+  "info": {"title": "Impulse Broker", "version": "1",
+           "description": "The app's REST API (the first system's routes and /v1), the admin API for operators (/admin/v1) and tenant admins (/t/{tenant}/admin/v1), and the public routes. Every route of the app exists twice: under /t/{tenant}/ and, for the configured default tenant, without the prefix. Errors are RFC 9457 problems."},
+  "servers": [{"url": "/"}],
+  "tags": [{"name": "client", "description": "the app's API, HTTP Basic as the tenant's user"},
+           {"name": "operator", "description": "node-wide administration"},
+           {"name": "tenant admin", "description": "a tenant's administration, by its admins or an operator"},
+           {"name": "operations", "description": "public routes"}],
+  "paths": dict(sorted(paths.items())),
+  "components": {"schemas": S, "securitySchemes": {
+      "basicAuth": {"type": "http", "scheme": "basic", "description": "a user of the tenant (an admin for admin routes), or an operator account"},
+      "operatorToken": {"type": "http", "scheme": "bearer", "description": "the configured operator token (operatorToken)"}}}}
+print(json.dumps(doc, indent=2, ensure_ascii=False))
