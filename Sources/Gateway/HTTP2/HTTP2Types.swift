@@ -29,7 +29,7 @@ public struct HTTP2Header: Sendable, Equatable, CustomStringConvertible {
 ///
 /// The engine delivers messages whole because both of its users exchange small ones (APNs payloads are at most
 /// 4 KiB, answers a few hundred bytes); bodies are capped by the session's `maximumBodySize`. The exception is a
-/// request whose path the server streams (`NGHTTP2Session.Limits.streamsBody`: imports, uploads): it arrives at
+/// request whose path the server streams (`NGHTTP2Session.Limits.streamsBody`: user imports): it arrives at
 /// its headers, `streamedBody` set, and its body follows in parts (`requestBodyPart`, `requestBodyEnd`).
 public struct HTTP2Message: Sendable {
     public var headers: [HTTP2Header]

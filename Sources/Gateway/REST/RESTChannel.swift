@@ -35,7 +35,7 @@ struct RESTChannel: ServerChildChannel {
     let gracefulCloseTimeout: Duration
     let maxConcurrentStreams: UInt32
     let maximumBodySize: Int
-    /// Requests whose body the routes read as it arrives (imports, uploads), and how large it may be.
+    /// Requests whose body the routes read as it arrives (user imports), and how large it may be.
     let streamsBody: (@Sendable (String) -> Bool)?
     let streamedBodySize: Int
     /// The header list limit HTTP/1.1 enforces too, in HPACK's measure (name + value + 32 per field).

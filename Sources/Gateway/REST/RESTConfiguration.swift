@@ -6,7 +6,7 @@ public struct RESTConfiguration: Sendable {
     public var publicBaseURL: String?
     /// Largest request body accepted; larger bodies get 413.
     public var maxBodySize: Int
-    /// The largest body of a route that reads it as it arrives (user imports, media uploads: `StreamedRoutes`).
+    /// The largest body of a route that reads it as it arrives (user imports: `StreamedRoutes`).
     public var maxUploadSize: Int
     /// The longest such a request may take (a user import hashes every password it is given).
     public var uploadDeadline: Duration
