@@ -148,33 +148,13 @@ extension Administration {
     public func createUser(tenant: TenantID, _ draft: UserDraft, by actor: AdminActor) async throws -> User {
         _ = try await self.tenant(tenant, by: actor)
         try Self.validate(password: draft.password)
-        var candidate = User(
-            id: UserID(0),
-            tenant: tenant,
-            username: draft.username,
-            passwordHash: "",
-            language: nil,
-            lifeAreas: .neutral,
-            enabled: true,
-            preferences: .init(),
-            createdAt: now()
-        )
-        try draft.settings.apply(to: &candidate)
-        var new = try NewUser(
-            tenant: tenant,
-            username: draft.username,
-            passwordHash: "",
-            language: candidate.language,
-            lifeAreas: candidate.lifeAreas,
-            preferences: candidate.preferences,
-            isAdmin: candidate.isAdmin
-        )
+        var (new, enabled) = try Self.newUser(tenant: tenant, username: draft.username, draft.settings, at: now())
         guard try await store.user(tenant: tenant, username: draft.username) == nil else {
             throw EngineError(.conflict, "user \(draft.username) already exists in tenant \(tenant)")
         }
         new.passwordHash = try await hashPassword(draft.password)
         var user = try await store.createUser(new, audit: audit(actor, "user.create", tenant, draft.username))
-        if !candidate.enabled {
+        if !enabled {
             user.enabled = false
             user = try await store.updateUser(
                 user,
@@ -270,6 +250,39 @@ extension Administration {
                 .init(impulse: $0.impulse.rawValue, remindAt: $0.fireAt, createdAt: $0.createdAt)
             }
         )
+    }
+
+    /// A new user with `settings` applied as to an existing one (checked the same way), and whether it starts
+    /// enabled; its password hash is set by the caller.
+    static func newUser(
+        tenant: TenantID,
+        username: String,
+        passwordHash: String = "",
+        _ settings: UserChanges,
+        at now: Date
+    ) throws -> (NewUser, enabled: Bool) {
+        var candidate = User(
+            id: UserID(0),
+            tenant: tenant,
+            username: username,
+            passwordHash: passwordHash,
+            language: nil,
+            lifeAreas: .neutral,
+            enabled: true,
+            preferences: .init(),
+            createdAt: now
+        )
+        try settings.apply(to: &candidate)
+        let new = try NewUser(
+            tenant: tenant,
+            username: username,
+            passwordHash: passwordHash,
+            language: candidate.language,
+            lifeAreas: candidate.lifeAreas,
+            preferences: candidate.preferences,
+            isAdmin: candidate.isAdmin
+        )
+        return (new, candidate.enabled)
     }
 
     func audit(_ actor: AdminActor, _ action: String, _ tenant: TenantID, _ username: String) -> AuditEntry {
