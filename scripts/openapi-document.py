@@ -107,8 +107,8 @@ S["NewOperator"] = {"type": "object", "required": ["name", "password"],
 S["OperatorPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("Operator")}, "next": nullable("string")}}
 S["Erasure"] = {"type": "object", "additionalProperties": False, "required": ["erased"],
-  "properties": {"erased": {"type": "object", "additionalProperties": False, "required": ["users", "devices", "deliveries", "reminders", "impulses"],
-    "properties": {k: {"type": "integer", "minimum": 0} for k in ["users", "devices", "deliveries", "reminders", "impulses"]}}}}
+  "properties": {"erased": {"type": "object", "additionalProperties": False, "required": ["users", "devices", "deliveries", "reminders", "impulses", "mediaFiles"],
+    "properties": {k: {"type": "integer", "minimum": 0} for k in ["users", "devices", "deliveries", "reminders", "impulses", "mediaFiles"]}}}}
 S["AuditEntry"] = {"type": "object", "additionalProperties": False, "required": ["id", "at", "actor", "role", "action", "target"],
   "properties": {"id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"}, "actor": {"type": "string"},
     "role": {"type": "string", "enum": ["operator", "tenant-admin"]}, "tenant": {"type": "string"}, "action": {"type": "string"},
@@ -305,6 +305,26 @@ paths["/t/{tenant}/admin/v1/user-imports"] = {
       params=[ten, q("mode", {"type": "string", "enum": ["per-row", "all-or-nothing"]}, "per-row (default): each valid row is written; all-or-nothing: nothing unless every row is valid")],
       body={"required": True, "content": {"text/csv": {"schema": {"type": "string"}},
                                           "application/x-ndjson": {"schema": {"type": "string"}}}})}
+
+MEDIA_TYPES = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "video/mp4", "video/quicktime",
+               "audio/mpeg", "audio/mp4", "audio/aac", "audio/wav", "audio/x-caf", "application/pdf"]
+S["MediaFile"] = {"type": "object", "additionalProperties": False, "required": ["name", "path", "url", "contentType", "size", "modifiedAt"],
+  "properties": {"name": {"type": "string"}, "path": {"type": "string", "description": "where it is served: /media/{tenant}/{name}, what the catalog links"},
+    "url": {"type": "string"}, "contentType": {"type": "string", "enum": MEDIA_TYPES}, "size": {"type": "integer", "minimum": 1},
+    "modifiedAt": {"type": "string", "format": "date-time"}}}
+S["MediaPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("MediaFile")}, "next": nullable("string")}}
+mname = p("name", "the file name: 1-128 of A-Z a-z 0-9 . _ -, not starting with '.', ending in the extension of its type",
+          {"type": "string", "pattern": "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"})
+paths["/t/{tenant}/admin/v1/media"] = {
+    "get": op("The files of the tenant's media folder", json_response("the files", "MediaPage"), ADMIN, params=[ten], tags=TA)}
+paths["/t/{tenant}/admin/v1/media/{name}"] = {
+    "put": op("Uploads a media file (created or replaced whole), read as the body arrives",
+      dict(json_response("replaced", "MediaFile"), **json_response("created; Location is where it is served", "MediaFile", "201")),
+      ADMIN, params=[ten, mname], tags=TA,
+      desc="The name's extension, the Content-Type and the file's first bytes must name the same type (JPEG, PNG, GIF, WebP, HEIC, MP4, QuickTime, MP3, AAC, M4A, WAV, CAF or PDF): 415 when the Content-Type is not the name's, 422 when the content is not. Files up to maxUploadBytes (413 beyond), and a tenant's files up to mediaQuotaBytes. Served publicly at /media/{tenant}/{name}.",
+      body={"required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in MEDIA_TYPES}}),
+    "delete": op("Removes a media file (409 while an impulse in use links it)", NO_CONTENT, ADMIN, params=[ten, mname], tags=TA)}
 
 idem = {"name": "Idempotency-Key", "in": "header", "required": False,
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},

@@ -172,14 +172,15 @@ struct TenantCommand: AsyncParsableCommand {
         @Option(help: "The tenant's id again, to confirm.") var confirm: String?
 
         func run() async throws {
-            try await withAdministration(common) { administration, _, _ in
+            try await withAdministration(common) { administration, _, settings in
                 let report = try await administration.deleteTenant(
                     try parseTenant(id),
                     confirm: confirm,
+                    media: MediaFolder(folder: settings.dataDirectory + "/media"),
                     by: .commandLine
                 )
                 print(
-                    "deleted tenant \(id): \(report.users) users, \(report.devices) devices, \(report.deliveries) deliveries, \(report.reminders) reminders, \(report.impulses) impulses"
+                    "deleted tenant \(id): \(report.users) users, \(report.devices) devices, \(report.deliveries) deliveries, \(report.reminders) reminders, \(report.impulses) impulses, \(report.mediaFiles) media files"
                 )
             }
         }

@@ -31,6 +31,7 @@ struct ConfigFile: Decodable {
     var maxBodyBytes: Int?
     var maxUploadBytes: Int?
     var uploadDeadlineSeconds: Int?
+    var mediaQuotaBytes: Int?
     var credentialCacheSeconds: Int?
     var bcryptCost: Int?
     var logLevel: String?
@@ -73,6 +74,7 @@ struct BrokerSettings {
     var maxBodyBytes: Int
     var maxUploadBytes: Int
     var uploadDeadlineSeconds: Int
+    var mediaQuotaBytes: Int
     var credentialCacheSeconds: Int
     var bcryptCost: UInt8
     var logLevel: Logger.Level
@@ -144,6 +146,7 @@ struct BrokerSettings {
             900,
             10...3600
         )
+        mediaQuotaBytes = try number("BROKER_MEDIA_QUOTA_BYTES", file.mediaQuotaBytes, 1 << 30, 0...(1 << 50))
         credentialCacheSeconds = try number(
             "BROKER_CREDENTIAL_CACHE_SECONDS",
             file.credentialCacheSeconds,
@@ -273,6 +276,7 @@ struct BrokerSettings {
                 uploadDeadline: .seconds(uploadDeadlineSeconds),
                 credentialCacheTTL: .seconds(credentialCacheSeconds),
                 mediaDirectory: dataDirectory + "/media",
+                mediaQuota: mediaQuotaBytes,
                 bcryptCost: bcryptCost,
                 requestDeadline: .seconds(requestDeadlineSeconds),
                 admission: admission,

@@ -135,6 +135,7 @@ struct TestBroker: Sendable {
         http1Only: Bool = false,
         maxBodySize: Int = 64 * 1024,
         maxUploadSize: Int = 64 << 20,
+        mediaQuota: Int = 1 << 30,
         logger: Logger = TestBroker.logger,
         scheduler: SchedulerConfiguration? = nil,
         adminToken: String? = nil,
@@ -175,6 +176,7 @@ struct TestBroker: Sendable {
                 maxBodySize: maxBodySize,
                 maxUploadSize: maxUploadSize,
                 mediaDirectory: directory + "/media",
+                mediaQuota: mediaQuota,
                 bcryptCost: 4,
                 requestDeadline: requestDeadline,
                 admission: admission,
@@ -244,6 +246,7 @@ struct TestBroker: Sendable {
         password: String? = nil,
         headers: [(String, String)] = [],
         body: String? = nil,
+        bytes: [UInt8]? = nil,
         plain: Bool = false,
         timeout: TimeAmount = .seconds(20)
     ) async throws -> Reply {
@@ -260,6 +263,7 @@ struct TestBroker: Sendable {
         }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        if let bytes { request.body = .bytes(ByteBuffer(bytes: bytes)) }
         let response = try await client.execute(request, timeout: timeout)
         let collected = try await response.body.collect(upTo: 16 << 20)
         return Reply(

@@ -92,8 +92,14 @@ public struct Administration: Sendable {
         return tenant
     }
 
-    /// Erases the tenant and everything of it but its audit trail. `confirm` must repeat the tenant's id.
-    public func deleteTenant(_ id: TenantID, confirm: String?, by actor: AdminActor) async throws -> ErasureReport {
+    /// Erases the tenant and everything of it but its audit trail, its media folder too when given. `confirm` must
+    /// repeat the tenant's id.
+    public func deleteTenant(
+        _ id: TenantID,
+        confirm: String?,
+        media: (any MediaStore)? = nil,
+        by actor: AdminActor
+    ) async throws -> ErasureReport {
         try requireOperator(actor)
         guard try await store.tenant(id) != nil else { throw Self.unknown(id) }
         guard confirm == id.rawValue else {
@@ -102,10 +108,12 @@ public struct Administration: Sendable {
                 "deleting a tenant erases all of its data: confirm with its id (confirm=\(id))"
             )
         }
-        return try await store.deleteTenant(
+        var report = try await store.deleteTenant(
             id,
             audit: AuditEntry(actor, "tenant.delete", tenant: id, target: "tenant:\(id)", at: now())
         )
+        report.mediaFiles = try await media?.deleteAll(tenant: id) ?? 0
+        return report
     }
 
     // MARK: Audit trail

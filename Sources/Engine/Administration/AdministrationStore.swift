@@ -21,13 +21,23 @@ public struct ErasureReport: Sendable, Equatable, Codable {
     public var deliveries = 0
     public var reminders = 0
     public var impulses = 0
+    /// Files of the tenant's media folder.
+    public var mediaFiles = 0
 
-    public init(users: Int = 0, devices: Int = 0, deliveries: Int = 0, reminders: Int = 0, impulses: Int = 0) {
+    public init(
+        users: Int = 0,
+        devices: Int = 0,
+        deliveries: Int = 0,
+        reminders: Int = 0,
+        impulses: Int = 0,
+        mediaFiles: Int = 0
+    ) {
         self.users = users
         self.devices = devices
         self.deliveries = deliveries
         self.reminders = reminders
         self.impulses = impulses
+        self.mediaFiles = mediaFiles
     }
 }
 

@@ -9,6 +9,10 @@ public struct EngineError: Error, Sendable, CustomStringConvertible, Equatable {
         /// The caller is known but may not do this (a tenant admin asking for an operator's action, a suspended tenant).
         public static let forbidden = Code(name: "forbidden")
         public static let storage = Code(name: "storage")
+        /// A body or file larger than its bound (a media file, a tenant's media quota).
+        public static let tooLarge = Code(name: "too-large")
+        /// A body of a type the route does not take (a media file whose `Content-Type` is not its name's).
+        public static let unsupportedType = Code(name: "unsupported-type")
         public var description: String { name }
     }
 

@@ -46,7 +46,12 @@ extension AdminAPI {
                 .delete: { request, context, actor in
                     let id = try Self.tenantID(context)
                     let confirm = request.uri.queryParameters["confirm"].map(String.init)
-                    let report = try await administration.deleteTenant(id, confirm: confirm, by: actor)
+                    let report = try await administration.deleteTenant(
+                        id,
+                        confirm: confirm,
+                        media: api.configuration.mediaDirectory.map(MediaFolder.init(folder:)),
+                        by: actor
+                    )
                     await changed(id, [.catalog])
                     return try Representation.response(ErasureBody(erased: report), for: request)
                 },

@@ -23,6 +23,7 @@ struct AdminAPI: Sendable {
         addUserRoutes(router, api: api, scheme: scheme)
         addCatalogRoutes(router, api: api, scheme: scheme)
         addImportRoutes(router, api: api, scheme: scheme)
+        addMediaRoutes(router, api: api, scheme: scheme)
     }
 
     /// Registers an operator resource under `/admin/v1`, with 405 + `Allow` for other methods.

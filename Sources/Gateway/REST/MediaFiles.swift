@@ -28,7 +28,7 @@ public struct MediaFiles: Sendable {
             return .invalid("the path holds a control character")
         }
         let segments = decoded.split(separator: "/", omittingEmptySubsequences: false)
-        guard !segments.isEmpty, segments.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
+        guard !segments.isEmpty, segments.allSatisfy({ !$0.isEmpty && !$0.hasPrefix(".") }) else {
             return .notFound
         }
         guard let real = realPath(root + "/" + segments.joined(separator: "/")), real.hasPrefix(root + "/") else {

@@ -87,6 +87,8 @@ extension Problem {
         case .notFound: self.init(.notFound, "not-found", error.message)
         case .unknownTenant: self.init(.notFound, "unknown-tenant", error.message)
         case .conflict: self.init(.conflict, "conflict", error.message)
+        case .tooLarge: self.init(.contentTooLarge, "too-large", error.message)
+        case .unsupportedType: self.init(.unsupportedMediaType, "unsupported-media-type", error.message)
         default:
             self.init(
                 .serviceUnavailable,

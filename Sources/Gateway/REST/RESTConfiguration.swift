@@ -17,8 +17,11 @@ public struct RESTConfiguration: Sendable {
     public var maxPageSize: Int
     /// APNs environment recorded for tokens registered through the original `POST /RegisterToken`.
     public var originalTokenEnvironment: APNsEnvironment
-    /// Folder served publicly under `/media/`; nil serves nothing there.
+    /// Folder served publicly under `/media/`; nil serves nothing there. Each tenant's uploads go to the folder
+    /// named after it.
     public var mediaDirectory: String?
+    /// The most all of one tenant's uploaded media may take.
+    public var mediaQuota: Int
     /// Reminders a user may have pending, and how far ahead one may be set.
     public var maximumPendingReminders: Int
     public var reminderHorizon: Duration
@@ -47,6 +50,7 @@ public struct RESTConfiguration: Sendable {
         maxPageSize: Int = 100,
         originalTokenEnvironment: APNsEnvironment = .production,
         mediaDirectory: String? = nil,
+        mediaQuota: Int = 1 << 30,
         maximumPendingReminders: Int = 20,
         reminderHorizon: Duration = .seconds(30 * 86_400),
         bcryptCost: UInt8 = 12,
@@ -64,6 +68,7 @@ public struct RESTConfiguration: Sendable {
         self.maxPageSize = maxPageSize
         self.originalTokenEnvironment = originalTokenEnvironment
         self.mediaDirectory = mediaDirectory
+        self.mediaQuota = max(0, mediaQuota)
         self.maximumPendingReminders = max(1, maximumPendingReminders)
         self.reminderHorizon = reminderHorizon
         self.bcryptCost = min(31, max(4, bcryptCost))

@@ -1,12 +1,15 @@
-/// The routes that read their request body as it arrives instead of whole: a tenant's user imports. Over HTTP/2
+/// The routes that read their request body as it arrives instead of whole: a tenant's user imports and media
+/// uploads. Over HTTP/2
 /// the engine hands these requests up at their headers (`RESTChannel`); their bodies may be as large as
 /// `maxUploadSize`, and the connection is not read while the route lags behind.
 enum StreamedRoutes {
-    /// `/t/{tenant}/admin/v1/user-imports`, with any query.
+    /// `/t/{tenant}/admin/v1/user-imports` and `/t/{tenant}/admin/v1/media/{name}`, with any query.
     @Sendable static func matches(_ path: String) -> Bool {
         let end = path.firstIndex(of: "?") ?? path.endIndex
         let parts = path[..<end].split(separator: "/", omittingEmptySubsequences: false)
-        return parts.count == 6 && parts[0].isEmpty && parts[1] == "t" && parts[3] == "admin" && parts[4] == "v1"
-            && parts[5] == "user-imports"
+        guard parts.count >= 6, parts[0].isEmpty, parts[1] == "t", parts[3] == "admin", parts[4] == "v1" else {
+            return false
+        }
+        return (parts.count == 6 && parts[5] == "user-imports") || (parts.count == 7 && parts[5] == "media")
     }
 }

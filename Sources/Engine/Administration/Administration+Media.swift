@@ -1,0 +1,108 @@
+import Foundation
+
+extension Administration {
+    // MARK: Media
+
+    /// The files of the tenant's media folder, by name.
+    public func media(tenant: TenantID, in folder: any MediaStore, by actor: AdminActor) async throws -> [MediaFile] {
+        _ = try await self.tenant(tenant, by: actor)
+        return try await folder.media(tenant: tenant).sorted { $0.name < $1.name }
+    }
+
+    /// Writes a file to the tenant's media folder from its parts as they arrive, replacing one of the same name
+    /// whole; true when it is new. The name's extension, the stated `contentType` and the file's first bytes must
+    /// name the same kind, and the file must fit `limits`. Nothing is visible under the name until the last
+    /// byte is written; a refused or broken upload leaves no trace.
+    public func uploadMedia<Parts: AsyncSequence>(
+        tenant: TenantID,
+        name: String,
+        contentType: String?,
+        parts: Parts,
+        limits: MediaLimits,
+        to folder: any MediaStore,
+        by actor: AdminActor
+    ) async throws -> (file: MediaFile, created: Bool) where Parts.Element == [UInt8] {
+        _ = try await self.tenant(tenant, by: actor)
+        let name = try MediaName(name)
+        let stated = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard stated == name.kind.contentType else {
+            throw EngineError(
+                .unsupportedType,
+                "\(name) is sent as \(name.kind.contentType), not \(stated ?? "without a Content-Type")"
+            )
+        }
+        let used = try await folder.usage(tenant: tenant)
+        let upload = try await folder.beginUpload(tenant: tenant, name: name)
+        do {
+            var head: [UInt8] = []
+            var size = 0
+            var checked = false
+            for try await part in parts {
+                size += part.count
+                guard size <= limits.fileSize else {
+                    throw EngineError(.tooLarge, "a media file is at most \(limits.fileSize) bytes")
+                }
+                guard used + size <= limits.tenantQuota else {
+                    throw EngineError(
+                        .tooLarge,
+                        "the tenant's media would take more than its quota of \(limits.tenantQuota) bytes"
+                    )
+                }
+                if !checked {
+                    head += part.prefix(MediaKind.signatureLength - head.count)
+                    if head.count < MediaKind.signatureLength { continue }
+                    try Self.checkSignature(head, name: name)
+                    checked = true
+                }
+                try await upload.write(part)
+            }
+            guard size > 0 else { throw EngineError(.invalidInput, "the media file is empty") }
+            if !checked { try Self.checkSignature(head, name: name) }
+            try await store.recordAudit(
+                AuditEntry(actor, "media.upload", tenant: tenant, target: "media:\(name)", at: now())
+            )
+            let created = try await upload.commit()
+            return (MediaFile(name: name, tenant: tenant, size: size, modifiedAt: now()), created)
+        } catch {
+            await upload.abort()
+            throw error
+        }
+    }
+
+    private static func checkSignature(_ head: [UInt8], name: MediaName) throws(EngineError) {
+        guard name.kind.matches(head) else {
+            throw EngineError(.invalidInput, "the content of \(name) is not \(name.kind.contentType)")
+        }
+    }
+
+    /// Removes a file from the tenant's media folder, unless an impulse still in use links it (retire or change
+    /// the impulse first).
+    public func deleteMedia(
+        tenant: TenantID,
+        name: String,
+        in folder: any MediaStore,
+        by actor: AdminActor
+    )
+        async throws
+    {
+        _ = try await self.tenant(tenant, by: actor)
+        let name = try MediaName(name)
+        let path = name.path(tenant: tenant)
+        let linking = try await store.impulses(tenant: tenant).filter { impulse in
+            !impulse.retired && (impulse.imageURLs.contains(path) || impulse.videoURL == path)
+        }
+        if let first = linking.first {
+            throw EngineError(
+                .conflict,
+                "impulse \(first.id) links \(path); retire it or change its media first"
+            )
+        }
+        guard try await folder.media(tenant: tenant).contains(where: { $0.name == name.rawValue }) else {
+            throw EngineError(.notFound, "no media file \(name) in \(tenant)")
+        }
+        try await store.recordAudit(
+            AuditEntry(actor, "media.delete", tenant: tenant, target: "media:\(name)", at: now())
+        )
+        _ = try await folder.deleteMedia(tenant: tenant, name: name)
+    }
+}

@@ -1,0 +1,132 @@
+import Engine
+import Foundation
+import NIOPosix
+
+/// The tenants' uploaded media on disk: `<folder>/<tenant>/<name>`, served by ``MediaFiles`` at
+/// `/media/<tenant>/<name>`. An upload is written to a hidden file of the tenant's folder (never served: the
+/// folder serves no dot file) and renamed over its name when complete, so a reader sees the old file or the
+/// new one whole. All file work runs on the thread pool.
+public struct MediaFolder: MediaStore {
+    let folder: String
+
+    public init(folder: String) { self.folder = folder }
+
+    func tenantFolder(_ tenant: TenantID) -> String { folder + "/" + tenant.rawValue }
+
+    public func media(tenant: TenantID) async throws -> [MediaFile] {
+        let directory = tenantFolder(tenant)
+        return try await Self.blocking {
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+            return names.compactMap { text -> MediaFile? in
+                guard let name = try? MediaName(text) else { return nil }
+                var info = stat()
+                guard stat(directory + "/" + text, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+                return MediaFile(
+                    name: name,
+                    tenant: tenant,
+                    size: Int(info.st_size),
+                    modifiedAt: Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec))
+                )
+            }
+        }
+    }
+
+    public func usage(tenant: TenantID) async throws -> Int {
+        try await media(tenant: tenant).reduce(0) { $0 + $1.size }
+    }
+
+    public func beginUpload(tenant: TenantID, name: MediaName) async throws -> any MediaUpload {
+        let directory = tenantFolder(tenant)
+        let temporary = directory + "/.upload-" + UUID().uuidString
+        let descriptor = try await Self.blocking {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else {
+                throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
+            }
+            return descriptor
+        }
+        return Upload(descriptor: descriptor, temporary: temporary, target: directory + "/" + name.rawValue)
+    }
+
+    public func deleteMedia(tenant: TenantID, name: MediaName) async throws -> Bool {
+        let path = tenantFolder(tenant) + "/" + name.rawValue
+        return try await Self.blocking { unlink(path) == 0 }
+    }
+
+    /// Removes the tenant's folder with everything in it (the tenant was deleted); how many files it held.
+    public func deleteAll(tenant: TenantID) async throws -> Int {
+        let count = try await media(tenant: tenant).count
+        let directory = tenantFolder(tenant)
+        try await Self.blocking {
+            if FileManager.default.fileExists(atPath: directory) {
+                try FileManager.default.removeItem(atPath: directory)
+            }
+        }
+        return count
+    }
+
+    static func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive(work)
+    }
+
+    /// One upload's hidden file.
+    actor Upload: MediaUpload {
+        var descriptor: Int32?
+        let temporary: String
+        let target: String
+
+        init(descriptor: Int32, temporary: String, target: String) {
+            self.descriptor = descriptor
+            self.temporary = temporary
+            self.target = target
+        }
+
+        func write(_ bytes: [UInt8]) async throws {
+            guard let descriptor else { throw EngineError(.storage, "the upload is closed") }
+            try await MediaFolder.blocking {
+                var written = 0
+                while written < bytes.count {
+                    let count = bytes.withUnsafeBytes { raw in
+                        Foundation.write(descriptor, raw.baseAddress! + written, raw.count - written)
+                    }
+                    if count < 0 {
+                        if errno == EINTR { continue }
+                        throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
+                    }
+                    written += count
+                }
+            }
+        }
+
+        func commit() async throws -> Bool {
+            guard let descriptor else { throw EngineError(.storage, "the upload is closed") }
+            self.descriptor = nil
+            let temporary = temporary
+            let target = target
+            return try await MediaFolder.blocking {
+                defer { close(descriptor) }
+                guard fsync(descriptor) == 0 else {
+                    unlink(temporary)
+                    throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
+                }
+                let existed = access(target, F_OK) == 0
+                guard rename(temporary, target) == 0 else {
+                    unlink(temporary)
+                    throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
+                }
+                return !existed
+            }
+        }
+
+        func abort() async {
+            guard let descriptor else { return }
+            self.descriptor = nil
+            let temporary = temporary
+            _ = try? await MediaFolder.blocking {
+                close(descriptor)
+                unlink(temporary)
+            }
+        }
+    }
+}
