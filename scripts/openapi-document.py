@@ -65,20 +65,22 @@ S["Health"] = {"type": "object", "additionalProperties": False, "required": ["st
 S["Inspection"] = {"type": "object", "description": "The node's live state (see the README, \"Metrics and inspection\")."}
 # admin
 S["Tenant"] = {"type": "object", "additionalProperties": False,
-  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "createdAt"],
+  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "adminsManageAPNsCredentials", "createdAt"],
   "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "defaultLanguage": {"type": "string"},
     "defaultTimeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer"},
     "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays"),
     "apnsEnvironment": {"type": "string", "enum": ["production", "sandbox"]},
     "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
-    "suspended": {"type": "boolean"}, "createdAt": {"type": "string", "format": "date-time"}}}
+    "suspended": {"type": "boolean"}, "adminsManageAPNsCredentials": {"type": "boolean"},
+    "createdAt": {"type": "string", "format": "date-time"}}}
 settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "string"}, "defaultTimeZone": {"type": "string"},
     "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer", "minimum": 1, "maximum": 24},
     "quietHours": dict(ref("QuietHours"), description="default quiet hours; a start equal to the end removes them"),
     "weekdays": dict(ref("Weekdays"), description="the programme's days; users choose among them"),
     "apnsEnvironment": {"type": "string", "enum": ["production", "sandbox"], "description": "of tokens registered without one"},
     "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
-    "suspended": {"type": "boolean", "description": "suspended: no dispatch; its users and admins are refused (403)"}}
+    "suspended": {"type": "boolean", "description": "suspended: no dispatch; its users and admins are refused (403)"},
+    "adminsManageAPNsCredentials": {"type": "boolean", "description": "whether the tenant's admins may manage its APNs credentials (operators always may)"}}
 S["TenantSettings"] = {"type": "object", "description": "Every member optional: those given replace the tenant's.", "properties": settings_props}
 S["NewTenant"] = {"type": "object", "required": ["id"],
   "properties": dict({"id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}}, **settings_props)}
@@ -326,10 +328,36 @@ paths["/t/{tenant}/admin/v1/media/{name}"] = {
       body={"required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in MEDIA_TYPES}}),
     "delete": op("Removes a media file (409 while an impulse in use links it)", NO_CONTENT, ADMIN, params=[ten, mname], tags=TA)}
 
+S["APNsCredential"] = {"type": "object", "additionalProperties": False, "description": "An uploaded credential: what it is and where it stands in the rotation, never its secret.",
+  "required": ["id", "kind", "topics", "fingerprint", "state", "createdAt"],
+  "properties": {"id": {"type": "string"}, "kind": {"type": "string", "enum": ["token", "certificate"]},
+    "teamID": {"type": "string"}, "keyID": {"type": "string"}, "topics": {"type": "array", "items": {"type": "string"}},
+    "notAfter": {"type": "string", "format": "date-time"}, "fingerprint": {"type": "string", "description": "SHA-256 of the public key or the certificate, hex"},
+    "state": {"type": "string", "enum": ["pending", "active", "failed"], "description": "pending: tried by the next pushes, the active one kept until APNs accepts one; active: in use; failed: APNs refused it (lastError)"},
+    "createdAt": {"type": "string", "format": "date-time"}, "activatedAt": {"type": "string", "format": "date-time"}, "lastError": {"type": "string"}}}
+S["APNsCredentialPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("APNsCredential")}, "next": nullable("string")}}
+S["APNsCredentialUpload"] = {"type": "object", "description": "A signing key (teamID, keyID and privateKey, the .p8 file's PEM text) or a certificate (pkcs12, the bundle in base64, and passphrase).",
+  "properties": {"teamID": {"type": "string", "pattern": "^[A-Z0-9]{10}$"}, "keyID": {"type": "string", "pattern": "^[A-Z0-9]{10}$"},
+    "privateKey": {"type": "string"}, "pkcs12": {"type": "string", "contentEncoding": "base64"}, "passphrase": {"type": "string"}}}
+cred = p("credential", "the credential's id")
+paths["/t/{tenant}/admin/v1/apns-credentials"] = {
+    "get": op("The tenant's uploaded APNs credentials, newest first (operators; its admins when allowed)", json_response("the credentials", "APNsCredentialPage"),
+              ADMIN, params=[ten], tags=TA),
+    "post": op("Uploads an APNs credential: checked, sealed at rest, tried by the next pushes and kept once APNs accepts one",
+               json_response("uploaded, pending; Location names it", "APNsCredential", "201"), ADMIN, params=[ten],
+               body=jbody("APNsCredentialUpload"), tags=TA,
+               desc="A key must sign a provider token; a certificate must open with its passphrase, hold its key, name the tenant's apnsTopic and not have expired (422 otherwise). 409 when the broker has no credential key. Uploading again replaces a pending credential. The previous credential pushes until APNs accepts a push made with the new one; if APNs refuses the new one, it is marked failed and the previous one goes on.")}
+paths["/t/{tenant}/admin/v1/apns-credentials/{credential}"] = {
+    "get": op("An uploaded APNs credential", json_response("the credential", "APNsCredential"), ADMIN, params=[ten, cred], tags=TA),
+    "delete": op("Deletes an uploaded APNs credential (with none left, the configuration's credential pushes)", NO_CONTENT, ADMIN,
+                 params=[ten, cred], tags=TA)}
+
 idem = {"name": "Idempotency-Key", "in": "header", "required": False,
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
         "description": "a retry with the same key (and the same request) answers the first result and writes nothing again; another request under the key is refused (422)"}
 for path in ["/admin/v1/tenants", "/admin/v1/operators", "/t/{tenant}/admin/v1/users", "/t/{tenant}/admin/v1/impulses",
+             "/t/{tenant}/admin/v1/apns-credentials",
              "/t/{tenant}/admin/v1/users/{username}/deliveries"]:
     o = paths[path]["post"]
     o["parameters"] = o.get("parameters", []) + [idem]
@@ -359,6 +387,10 @@ for target in ["/t/{tenant}/admin/v1/users/{username}/password", "/t/{tenant}/ad
     method = "put" if target.endswith("password") else "get"
     link("/t/{tenant}/admin/v1/users", "post", "201", ("reset" if method == "put" else "export") + "User", target,
          method, {"tenant": "$request.path.tenant", "username": "$response.body#/username"})
+for target_method in ["get", "delete"]:
+    link("/t/{tenant}/admin/v1/apns-credentials", "post", "201", target_method + "APNsCredential",
+         "/t/{tenant}/admin/v1/apns-credentials/{credential}", target_method,
+         {"tenant": "$request.path.tenant", "credential": "$response.body#/id"})
 for target_method in ["get", "patch", "delete"]:
     link("/admin/v1/tenants", "post", "201", target_method + "Tenant", "/admin/v1/tenants/{id}", target_method,
          {"id": "$response.body#/id"})

@@ -32,6 +32,7 @@ struct ConfigFile: Decodable {
     var maxUploadBytes: Int?
     var uploadDeadlineSeconds: Int?
     var mediaQuotaBytes: Int?
+    var credentialKeyFile: String?
     var credentialCacheSeconds: Int?
     var bcryptCost: Int?
     var logLevel: String?
@@ -75,6 +76,7 @@ struct BrokerSettings {
     var maxUploadBytes: Int
     var uploadDeadlineSeconds: Int
     var mediaQuotaBytes: Int
+    var credentialKey: [UInt8]?
     var credentialCacheSeconds: Int
     var bcryptCost: UInt8
     var logLevel: Logger.Level
@@ -145,6 +147,10 @@ struct BrokerSettings {
             file.uploadDeadlineSeconds,
             900,
             10...3600
+        )
+        credentialKey = try Self.credentialKey(
+            environment["BROKER_CREDENTIAL_KEY"],
+            file: environment["BROKER_CREDENTIAL_KEY_FILE"] ?? file.credentialKeyFile
         )
         mediaQuotaBytes = try number("BROKER_MEDIA_QUOTA_BYTES", file.mediaQuotaBytes, 1 << 30, 0...(1 << 50))
         credentialCacheSeconds = try number(
@@ -259,7 +265,7 @@ struct BrokerSettings {
         if let logger {
             limits = OpenFileLimit.fitted(limits, softLimit: OpenFileLimit.raise(logger: logger), logger: logger)
         }
-        return ServerConfiguration(
+        var configuration = ServerConfiguration(
             dataDirectory: dataDirectory,
             listen: listen,
             plainListen: plainListen,
@@ -287,6 +293,8 @@ struct BrokerSettings {
             scheduler: scheduler,
             admin: admin
         )
+        configuration.credentialKey = credentialKey
+        return configuration
     }
 
     /// Opens the store, creating the data directory on first use: the SQLite file, or the PostgreSQL database
@@ -309,5 +317,24 @@ extension BrokerSettings {
     var apnsIsEmbedded: Bool {
         if case .embeddedSimulator = apns { return true }
         return false
+    }
+}
+
+extension BrokerSettings {
+    /// The key uploaded APNs credentials are sealed with: 32 bytes in base64, given in the environment or as the
+    /// first line of a file.
+    static func credentialKey(_ text: String?, file: String?) throws -> [UInt8]? {
+        var encoded = text.flatMap { $0.isEmpty ? nil : $0 }
+        if encoded == nil, let file, !file.isEmpty {
+            guard let content = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw ValidationError("cannot read the credential key file \(file)")
+            }
+            encoded = content.split(whereSeparator: \.isNewline).first.map(String.init)
+        }
+        guard let encoded else { return nil }
+        guard let key = Data(base64Encoded: encoded.trimmingCharacters(in: .whitespaces)), key.count == 32 else {
+            throw ValidationError("the credential key is 32 bytes in base64 (openssl rand -base64 32)")
+        }
+        return Array(key)
     }
 }

@@ -20,6 +20,8 @@ enum Fixture {
     static let rootPassword = "root-<pass>"
     /// The admin API's operator token in every test broker.
     static let operatorToken = "operator-token-of-the-tests-0123456789"
+    /// The key uploaded APNs credentials are sealed with.
+    static let credentialKey: [UInt8] = Array(repeating: 7, count: 32)
     /// Alice gets twelve impulses, `acme-1` (oldest) to `acme-12` (newest).
     static let aliceDeliveries = 12
 
@@ -136,6 +138,8 @@ struct TestBroker: Sendable {
         maxBodySize: Int = 64 * 1024,
         maxUploadSize: Int = 64 << 20,
         mediaQuota: Int = 1 << 30,
+        apns: APNsSetup = .embeddedSimulator(),
+        credentialKey: [UInt8]? = Fixture.credentialKey,
         logger: Logger = TestBroker.logger,
         scheduler: SchedulerConfiguration? = nil,
         adminToken: String? = nil,
@@ -186,6 +190,8 @@ struct TestBroker: Sendable {
             scheduler: scheduler,
             admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }
         )
+        configuration.apns = apns
+        configuration.credentialKey = credentialKey
         // The whole suite on two cores (and a PostgreSQL server) can take more than the broker's 10 s to unwind a
         // cancelled service: ServiceLifecycle would stop the test process. CI once crashed so (stop 27).
         configuration.cancellationGracePeriod = .seconds(60)

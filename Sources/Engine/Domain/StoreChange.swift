@@ -14,6 +14,8 @@ public struct StoreChange: Sendable, Equatable {
         case catalog
         /// The user's profile or preferences changed.
         case profile(UserID)
+        /// The tenant's APNs credentials changed (uploaded, proven, refused, deleted).
+        case apnsCredentials
     }
 
     public var sequence: Int64

@@ -21,6 +21,9 @@ public struct Tenant: Sendable, Equatable {
     public var pushExpiry: PushExpiry
     /// A suspended tenant gets no dispatch, and its users and admins are refused (403) until it is resumed.
     public var suspended: Bool
+    /// Whether the tenant's own admins may manage its APNs credentials (an operator's decision; operators always
+    /// may).
+    public var adminsManageAPNsCredentials: Bool
     public var createdAt: Date
 
     public init(
@@ -36,6 +39,7 @@ public struct Tenant: Sendable, Equatable {
         apnsTopic: String = "com.example.impulse",
         pushExpiry: PushExpiry = .endOfDay,
         suspended: Bool = false,
+        adminsManageAPNsCredentials: Bool = false,
         createdAt: Date = Date()
     ) throws(EngineError) {
         guard !name.isEmpty, name.count <= 200 else {
@@ -63,6 +67,7 @@ public struct Tenant: Sendable, Equatable {
         self.apnsTopic = apnsTopic
         self.pushExpiry = pushExpiry
         self.suspended = suspended
+        self.adminsManageAPNsCredentials = adminsManageAPNsCredentials
         self.createdAt = createdAt
     }
 }
@@ -93,6 +98,8 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
     /// `end-of-day` or `immediate`.
     public var pushExpiry: String?
     public var suspended: Bool?
+    /// Whether the tenant's admins may manage its APNs credentials (operators only set this).
+    public var adminsManageAPNsCredentials: Bool?
 
     public init(
         name: String? = nil,
@@ -105,7 +112,8 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         apnsEnvironment: String? = nil,
         apnsTopic: String? = nil,
         pushExpiry: String? = nil,
-        suspended: Bool? = nil
+        suspended: Bool? = nil,
+        adminsManageAPNsCredentials: Bool? = nil
     ) {
         self.name = name
         self.defaultLanguage = defaultLanguage
@@ -118,6 +126,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         self.apnsTopic = apnsTopic
         self.pushExpiry = pushExpiry
         self.suspended = suspended
+        self.adminsManageAPNsCredentials = adminsManageAPNsCredentials
     }
 
     /// The tenant with these settings, checked as a new tenant's are; nothing changes if one is invalid.
@@ -148,6 +157,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             apnsTopic: apnsTopic ?? tenant.apnsTopic,
             pushExpiry: expiry ?? tenant.pushExpiry,
             suspended: suspended ?? tenant.suspended,
+            adminsManageAPNsCredentials: adminsManageAPNsCredentials ?? tenant.adminsManageAPNsCredentials,
             createdAt: tenant.createdAt
         )
     }

@@ -189,7 +189,7 @@ public final class DeliveryLedger: Sendable {
                 await shards[index].invalidate(tenant: change.tenant, users: group)
             }
         case .catalog: for shard in shards { await shard.invalidate(tenant: change.tenant) }
-        case .credentials, .profile: break
+        case .credentials, .profile, .apnsCredentials: break
         }
     }
 

@@ -48,14 +48,15 @@ extension SQLiteStore {
                     UPDATE tenants SET name = ?, default_language = ?, default_time_zone = ?,
                         default_delivery_minute = ?, max_pushes_per_day = ?, apns_topic = ?, push_expiry = ?,
                         suspended = ?, default_quiet_start = ?, default_quiet_end = ?, weekdays = ?,
-                        apns_environment = ?
+                        apns_environment = ?, admins_manage_apns = ?
                     WHERE id = ?
                     """,
                 arguments: [
                     tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone, tenant.defaultDeliveryTime.minuteOfDay,
                     tenant.maxPushesPerDay, tenant.apnsTopic, tenant.pushExpiry.rawValue, tenant.suspended,
                     tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
-                    tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.id.rawValue,
+                    tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.adminsManageAPNsCredentials,
+                    tenant.id.rawValue,
                 ]
             )
             if let change = DueIndexChange(from: before, to: tenant) {
@@ -84,10 +85,12 @@ extension SQLiteStore {
             report.users = db.changesCount
             try db.execute(sql: "DELETE FROM impulses WHERE tenant_id = ?", arguments: [id])
             report.impulses = db.changesCount
+            try db.execute(sql: "DELETE FROM apns_credentials WHERE tenant_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM tenants WHERE id = ?", arguments: [id])
             guard db.changesCount == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             // Other processes drop what they cached of the tenant.
             try self.logChange(db, tenant: tenant, subject: .catalog)
+            try self.logChange(db, tenant: tenant, subject: .apnsCredentials)
             try Self.insertAudit(audit, db)
             return report
         }

@@ -212,6 +212,31 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v12-apns-credentials") { db in
+            // APNs credentials uploaded over the admin API, sealed (AES-GCM) with the broker's credential key;
+            // at most one pending (not yet proven by an accepted push) and one active per tenant.
+            try db.execute(
+                sql: """
+                    ALTER TABLE tenants ADD COLUMN admins_manage_apns INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE apns_credentials (
+                        id TEXT PRIMARY KEY,
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        kind TEXT NOT NULL,
+                        team_id TEXT,
+                        key_id TEXT,
+                        topics TEXT NOT NULL,
+                        not_after REAL,
+                        fingerprint TEXT NOT NULL,
+                        sealed TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        created_at REAL NOT NULL,
+                        activated_at REAL,
+                        last_error TEXT
+                    );
+                    CREATE INDEX apns_credentials_tenant ON apns_credentials(tenant_id);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -11,15 +11,15 @@ extension SQLiteStore {
             sql: """
                 INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
                     max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
-                    default_quiet_end, weekdays, apns_environment)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    default_quiet_end, weekdays, apns_environment, admins_manage_apns)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
                 tenant.defaultDeliveryTime.minuteOfDay, tenant.maxPushesPerDay, tenant.apnsTopic,
                 tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue, tenant.suspended,
                 tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
-                tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue,
+                tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.adminsManageAPNsCredentials,
             ]
         )
     }
@@ -216,6 +216,7 @@ extension SQLiteStore {
             apnsTopic: row["apns_topic"],
             pushExpiry: (row["push_expiry"] as String?).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             suspended: row["suspended"],
+            adminsManageAPNsCredentials: row["admins_manage_apns"],
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

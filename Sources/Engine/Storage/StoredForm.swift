@@ -27,6 +27,10 @@ public enum StoredForm {
     /// Weekdays from their bit mask column.
     public static func weekdays(mask: Int) -> Weekdays { Weekdays(uncheckedMask: mask) }
 
+    /// A certificate's topics as one column: separated by spaces (a bundle id holds none).
+    public static func topics(_ topics: [String]) -> String { topics.joined(separator: " ") }
+    public static func topics(_ column: String) -> [String] { column.split(separator: " ").map(String.init) }
+
     public static func encodeScores(_ scores: LifeAreaScores) -> String {
         scores.values.map(String.init).joined(separator: ",")
     }
@@ -70,6 +74,7 @@ public enum StoredForm {
         case .ledgers(let users): ("ledgers", users.map(\.description).joined(separator: ","))
         case .catalog: ("catalog", "")
         case .profile(let user): ("profile", user.description)
+        case .apnsCredentials: ("apns-credentials", "")
         }
     }
 
@@ -81,6 +86,7 @@ public enum StoredForm {
         case "ledgers": .ledgers(value.split(separator: ",").compactMap { Int64($0).map(UserID.init) })
         case "catalog": .catalog
         case "profile": .profile(UserID(Int64(value) ?? 0))
+        case "apns-credentials": .apnsCredentials
         default: nil
         }
     }

@@ -43,11 +43,43 @@ public final class APNsPushTransport: PushTransport {
     struct Key: Hashable {
         var tenant: TenantID?
         var environment: APNsEnvironment
+        /// The uploaded credential the pool pushes with (nil: the configuration's).
+        var credential: String?
     }
+
+    /// A credential uploaded over the admin API, opened.
+    public struct Uploaded: Sendable {
+        public var id: String
+        public var credential: APNsCredential
+
+        public init(id: String, credential: APNsCredential) {
+            self.id = id
+            self.credential = credential
+        }
+    }
+
+    /// A tenant's uploaded credentials: the active one, and a candidate tried first until APNs answers it.
+    struct Rotation {
+        var active: Uploaded?
+        var candidate: Uploaded?
+    }
+
+    /// Which identity a push goes out with.
+    struct Choice {
+        var key: Key
+        var credential: APNsCredential
+        /// The candidate's id when the push tries a pending credential.
+        var candidate: String?
+    }
+
+    /// What a push made with a candidate credential told of it.
+    public typealias CandidateListener = @Sendable (TenantID, String, APNsCredentialSelection.Verdict) async -> Void
 
     private let endpoints: [APNsEnvironment: APNsEndpoint]
     private let identities: [TenantID: APNsCredential]
     private let defaultIdentity: APNsCredential?
+    private let uploaded = Mutex<[TenantID: Rotation]>([:])
+    private let listener = Mutex<CandidateListener?>(nil)
     private let clientConfiguration: @Sendable (APNsEndpoint) -> APNsClientConfiguration
     private let logger: Logger
     private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
@@ -74,13 +106,91 @@ public final class APNsPushTransport: PushTransport {
     }
 
     public func send(_ push: OutboundPush) async -> PushResult {
-        guard let client = client(tenant: push.tenant, environment: push.device.environment) else {
+        guard let choice = choice(tenant: push.tenant, environment: push.device.environment) else {
             return .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil)
         }
         var payloads = PayloadCache()
         switch Self.notification(push, payloads: &payloads) {
-        case .ready(let notification): return await client.send(notification)
+        case .ready(let notification):
+            let result = await client(choice).send(notification)
+            guard let candidate = choice.candidate, let verdict = APNsCredentialSelection.verdict(on: result) else {
+                return result
+            }
+            await settle(push.tenant, candidate, verdict)
+            guard case .refused = verdict else { return result }
+            // The candidate was refused: the push goes out again with the credential it was to replace.
+            return await send(push)
         case .refused(let result): return result
+        }
+    }
+
+    /// Installs a tenant's uploaded credentials (on start, and when the change feed says they changed); pools of
+    /// credentials no longer named are drained: their streams finish, then they close.
+    public func install(tenant: TenantID, active: Uploaded?, candidate: Uploaded?) {
+        uploaded.withLock { rotations in
+            if active == nil && candidate == nil {
+                rotations[tenant] = nil
+            } else {
+                rotations[tenant] = Rotation(active: active, candidate: candidate)
+            }
+        }
+        retire(tenant: tenant, keeping: Set([active?.id, candidate?.id].compactMap { $0 }))
+    }
+
+    /// Whom to tell when a push made with a candidate credential proved or refused it.
+    public func onCandidateVerdict(_ listener: @escaping CandidateListener) {
+        self.listener.withLock { $0 = listener }
+    }
+
+    /// Applies a verdict on this node at once (the store and other nodes follow through the listener): a proven
+    /// candidate becomes the active credential, a refused one is dropped.
+    private func settle(_ tenant: TenantID, _ candidate: String, _ verdict: APNsCredentialSelection.Verdict) async {
+        let settled: Rotation? = uploaded.withLock { rotations in
+            guard var rotation = rotations[tenant], let pending = rotation.candidate, pending.id == candidate else {
+                return nil
+            }
+            if case .proven = verdict { rotation.active = pending }
+            rotation.candidate = nil
+            rotations[tenant] = rotation
+            return rotation
+        }
+        guard let settled else { return }
+        retire(tenant: tenant, keeping: Set([settled.active?.id].compactMap { $0 }))
+        if case .refused(let reason) = verdict {
+            logger.error(
+                "APNs refused the tenant's new credential; its pushes go on with the previous one",
+                metadata: ["tenant.id": "\(tenant)", "apns.reason": "\(reason)", "apns.credential": "\(candidate)"]
+            )
+        } else {
+            logger.notice(
+                "the tenant's new APNs credential pushed successfully and replaces the previous one",
+                metadata: ["tenant.id": "\(tenant)", "apns.credential": "\(candidate)"]
+            )
+        }
+        await listener.withLock { $0 }?(tenant, candidate, verdict)
+    }
+
+    /// Drains and forgets the tenant's pools of uploaded credentials other than `keeping` (and, when it has an
+    /// uploaded credential, the pools of the configuration's identities it used before).
+    private func retire(tenant: TenantID, keeping: Set<String>) {
+        let retired = clients.withLock { clients in
+            let gone = clients.keys.filter { key in
+                guard key.tenant == tenant else { return false }
+                if let credential = key.credential { return !keeping.contains(credential) }
+                return !keeping.isEmpty
+            }
+            return gone.compactMap { clients.removeValue(forKey: $0)?.client }
+        }
+        for client in retired {
+            Task {
+                await client.retireConnections()
+                // The streams in flight finish on the old connections (at most a minute), then they close.
+                for _ in 0..<60 {
+                    if await client.snapshot().allSatisfy({ $0.inFlight == 0 }) { break }
+                    try? await Task.sleep(for: .seconds(1))
+                }
+                await client.shutdown()
+            }
         }
     }
 
@@ -94,19 +204,22 @@ public final class APNsPushTransport: PushTransport {
         var payloads = PayloadCache()
         // A batch is nearly always one tenant's pushes to one environment: its client is looked up once (three
         // hash lookups and a lock per push were 1.1% of the gateway's time).
-        var last: (tenant: TenantID, environment: APNsEnvironment, client: APNsClient?)?
+        var last: (tenant: TenantID, environment: APNsEnvironment, choice: Choice?, client: APNsClient?)?
         // By position: iterating the pushes copied each one, and its strings.
         for index in pushes.indices {
             let tenant = pushes[index].tenant
             let environment = pushes[index].device.environment
             let found: APNsClient?
+            let chosen: Choice?
             if let last, last.tenant == tenant, last.environment == environment {
                 found = last.client
+                chosen = last.choice
             } else {
-                found = client(tenant: tenant, environment: environment)
-                last = (tenant, environment, found)
+                chosen = choice(tenant: tenant, environment: environment)
+                found = chosen.map(client)
+                last = (tenant, environment, chosen, found)
             }
-            guard let client = found else {
+            guard let client = found, let chosen else {
                 answers[index] = PushAnswer(
                     result: .rejected(status: 403, reason: "MissingProviderToken", timestamp: nil),
                     latency: .zero
@@ -115,26 +228,47 @@ public final class APNsPushTransport: PushTransport {
             }
             switch Self.notification(pushes[index], payloads: &payloads) {
             case .ready(let notification):
-                groups[ObjectIdentifier(client), default: Group(client, capacity: pushes.count)].add(
+                groups[ObjectIdentifier(client), default: Group(client, chosen, capacity: pushes.count)].add(
                     index,
                     notification
                 )
             case .refused(let result): answers[index] = PushAnswer(result: result, latency: .zero)
             }
         }
-        await withTaskGroup(of: (indices: [Int], answers: [PushAnswer]).self) { group in
+        var refused: [Int] = []
+        await withTaskGroup(of: (indices: [Int], answers: [PushAnswer], candidate: String?).self) { group in
             for entry in groups.values {
+                let candidate = entry.choice.candidate
                 group.addTask {
                     let indices = entry.indices
                     let answers = await entry.client.send(batch: entry.notifications) { position, accepted in
                         onAnswer(indices[position], accepted)
                     }
-                    return (indices, answers)
+                    return (indices, answers, candidate)
                 }
             }
             for await sent in group {
                 for (index, answer) in zip(sent.indices, sent.answers) { answers[index] = answer }
+                guard let candidate = sent.candidate else { continue }
+                // A push made with a candidate credential: the first verdict settles it.
+                let verdicts = sent.answers.compactMap { APNsCredentialSelection.verdict(on: $0.result) }
+                let verdict = verdicts.first { $0 == .proven } ?? verdicts.first
+                if let verdict, let tenant = sent.indices.first.map({ pushes[$0].tenant }) {
+                    await settle(tenant, candidate, verdict)
+                }
+                for (index, answer) in zip(sent.indices, sent.answers)
+                where APNsCredentialSelection.verdict(on: answer.result).map({ $0 != .proven }) == true {
+                    refused.append(index)
+                }
             }
+        }
+        // Pushes the candidate's refusal turned away go out again with the credential it was to replace.
+        if !refused.isEmpty {
+            let resent = refused
+            let again = await send(batch: resent.map { pushes[$0] }) { position, accepted in
+                onAnswer(resent[position], accepted)
+            }
+            for (index, answer) in zip(resent, again) { answers[index] = answer }
         }
         return answers.map { $0! }
     }
@@ -142,11 +276,13 @@ public final class APNsPushTransport: PushTransport {
     /// The pushes of a batch that go through one client, and their places in the batch.
     struct Group {
         let client: APNsClient
+        let choice: Choice
         var indices: [Int] = []
         var notifications: [APNsNotification] = []
 
-        init(_ client: APNsClient, capacity: Int) {
+        init(_ client: APNsClient, _ choice: Choice, capacity: Int) {
             self.client = client
+            self.choice = choice
             indices.reserveCapacity(capacity)
             notifications.reserveCapacity(capacity)
         }
@@ -236,7 +372,9 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// Whether a tenant pushes with its own identity (else with the default one).
-    public func hasOwnIdentity(_ tenant: TenantID) -> Bool { identities[tenant] != nil }
+    public func hasOwnIdentity(_ tenant: TenantID) -> Bool {
+        identities[tenant] != nil || uploaded.withLock { $0[tenant] != nil }
+    }
 
     /// The pools, for inspection and shutdown.
     public var allClients: [APNsClient] { clients.withLock { $0.values.map(\.client) } }
@@ -245,10 +383,34 @@ public final class APNsPushTransport: PushTransport {
         for client in allClients { await client.shutdown() }
     }
 
-    private func client(tenant: TenantID, environment: APNsEnvironment) -> APNsClient? {
+    /// The identity a tenant's push goes out with: its candidate credential, else its active uploaded one, else
+    /// its identity from the configuration, else the default one.
+    private func choice(tenant: TenantID, environment: APNsEnvironment) -> Choice? {
+        guard endpoints[environment] != nil else { return nil }
+        if let rotation = uploaded.withLock({ $0[tenant] }) {
+            if let candidate = rotation.candidate {
+                return Choice(
+                    key: Key(tenant: tenant, environment: environment, credential: candidate.id),
+                    credential: candidate.credential,
+                    candidate: candidate.id
+                )
+            }
+            if let active = rotation.active {
+                return Choice(
+                    key: Key(tenant: tenant, environment: environment, credential: active.id),
+                    credential: active.credential
+                )
+            }
+        }
         let own = identities[tenant]
-        guard let identity = own ?? defaultIdentity, let endpoint = endpoints[environment] else { return nil }
-        let key = Key(tenant: own == nil ? nil : tenant, environment: environment)
+        guard let identity = own ?? defaultIdentity else { return nil }
+        return Choice(key: Key(tenant: own == nil ? nil : tenant, environment: environment), credential: identity)
+    }
+
+    private func client(_ choice: Choice) -> APNsClient {
+        let key = choice.key
+        let identity = choice.credential
+        let endpoint = endpoints[key.environment]!
         return clients.withLock { clients in
             if let existing = clients[key] { return existing.client }
             let client: APNsClient

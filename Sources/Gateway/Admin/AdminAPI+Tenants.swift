@@ -52,7 +52,7 @@ extension AdminAPI {
                         media: api.configuration.mediaDirectory.map(MediaFolder.init(folder:)),
                         by: actor
                     )
-                    await changed(id, [.catalog])
+                    await changed(id, [.catalog, .apnsCredentials])
                     return try Representation.response(ErasureBody(erased: report), for: request)
                 },
             ]

@@ -12,6 +12,8 @@ struct AdminAPI: Sendable {
     let authenticator: AdminAuthenticator
     let tenants: TenantDirectory
     let caches: CacheInvalidation
+    /// Checks, seals and opens uploaded APNs credentials.
+    let vault: APNsCredentialVault
     /// `Idempotency-Key` on the creating `POST`s.
     let idempotency: Idempotency
 
@@ -24,6 +26,7 @@ struct AdminAPI: Sendable {
         addCatalogRoutes(router, api: api, scheme: scheme)
         addImportRoutes(router, api: api, scheme: scheme)
         addMediaRoutes(router, api: api, scheme: scheme)
+        addAPNsCredentialRoutes(router, api: api, scheme: scheme)
     }
 
     /// Registers an operator resource under `/admin/v1`, with 405 + `Allow` for other methods.

@@ -20,6 +20,7 @@ struct TenantBody: Encodable, Sendable {
     var apnsTopic: String
     var pushExpiry: String
     var suspended: Bool
+    var adminsManageAPNsCredentials: Bool
     var createdAt: String
 
     init(_ tenant: Tenant) {
@@ -35,6 +36,7 @@ struct TenantBody: Encodable, Sendable {
         apnsTopic = tenant.apnsTopic
         pushExpiry = tenant.pushExpiry.rawValue
         suspended = tenant.suspended
+        adminsManageAPNsCredentials = tenant.adminsManageAPNsCredentials
         createdAt = rfc3339(tenant.createdAt)
     }
 }

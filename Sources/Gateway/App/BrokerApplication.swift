@@ -24,6 +24,8 @@ public struct BrokerApplication: Service {
     public let pushGateway: PushGateway?
     /// The in-process APNs simulator of the embedded default.
     public let simulator: APNsSimulator?
+    /// The APNs transport (nil when pushes are disabled).
+    public let transport: APNsPushTransport?
     /// Nil when the configuration runs no scheduler.
     public let scheduler: Scheduler?
     public let metrics: MetricsSetup
@@ -88,12 +90,18 @@ public func buildApplication(
     }
     let inspector = Inspector(store: store, gateway: push.gateway, transport: push.transport, scheduler: scheduler)
     let tenants = TenantDirectory(store: store, defaultTenant: configuration.defaultTenant)
+    let vault = APNsCredentialVault(key: configuration.credentialKey)
+    let credentials = push.transport.map {
+        APNsCredentialLoader(store: store, vault: vault, transport: $0, gateway: push.gateway, logger: logger)
+    }
+    try await credentials?.loadAll()
     let caches = CacheInvalidation(
         authenticator: authenticator,
         ledger: ledger,
         scheduler: scheduler,
         tenants: tenants,
-        gateway: push.gateway
+        gateway: push.gateway,
+        credentials: credentials
     )
     var rest = RESTAPI(
         tenants: tenants,
@@ -119,6 +127,7 @@ public func buildApplication(
         ),
         tenants: tenants,
         caches: caches,
+        vault: vault,
         idempotency: Idempotency(store: store, maxBodySize: configuration.rest.maxBodySize)
     )
     let api = rest
@@ -235,6 +244,7 @@ public func buildApplication(
         registry: registry,
         pushGateway: push.gateway,
         simulator: push.simulator,
+        transport: push.transport,
         scheduler: scheduler,
         metrics: metrics,
         routes: api.routes,

@@ -77,8 +77,13 @@ struct CacheInvalidation: Sendable {
     let scheduler: Scheduler?
     let tenants: TenantDirectory
     let gateway: PushGateway?
+    var credentials: APNsCredentialLoader? = nil
 
     func apply(_ change: StoreChange) async {
+        if change.subject == .apnsCredentials {
+            await credentials?.reload(tenant: change.tenant)
+            return
+        }
         authenticator.invalidate(change)
         await ledger.apply(change)
         if change.subject == .catalog {

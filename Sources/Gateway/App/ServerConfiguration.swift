@@ -58,6 +58,8 @@ public struct ServerConfiguration: Sendable {
     public var ledger: LedgerConfiguration
     /// Where pushes go (the embedded simulator by default).
     public var apns: APNsSetup
+    /// The 32-byte key uploaded APNs credentials are sealed with (AES-256-GCM); nil refuses uploads.
+    public var credentialKey: [UInt8]? = nil
     public var push: PushGatewayConfiguration
     /// The daily dispatch; nil runs no scheduler (a node that only serves REST).
     public var scheduler: SchedulerConfiguration?

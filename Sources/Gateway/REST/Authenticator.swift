@@ -134,7 +134,7 @@ public final class Authenticator: Sendable {
         switch change.subject {
         case .credentials(let username): cache.invalidate(tenant: change.tenant, username: username)
         case .profile(let user): cache.invalidate(tenant: change.tenant, user: user)
-        case .ledger, .ledgers, .catalog: break
+        case .ledger, .ledgers, .catalog, .apnsCredentials: break
         }
     }
 

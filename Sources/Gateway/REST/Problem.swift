@@ -87,6 +87,7 @@ extension Problem {
         case .notFound: self.init(.notFound, "not-found", error.message)
         case .unknownTenant: self.init(.notFound, "unknown-tenant", error.message)
         case .conflict: self.init(.conflict, "conflict", error.message)
+        case .forbidden: self.init(.forbidden, "forbidden", error.message)
         case .tooLarge: self.init(.contentTooLarge, "too-large", error.message)
         case .unsupportedType: self.init(.unsupportedMediaType, "unsupported-media-type", error.message)
         default:

@@ -57,7 +57,8 @@ extension PostgresStore {
                     push_expiry = \(tenant.pushExpiry.rawValue), suspended = \(tenant.suspended),
                     default_quiet_start = \(tenant.defaultQuietHours?.start.minuteOfDay),
                     default_quiet_end = \(tenant.defaultQuietHours?.end.minuteOfDay),
-                    weekdays = \(tenant.weekdays.mask), apns_environment = \(tenant.apnsEnvironment?.rawValue)
+                    weekdays = \(tenant.weekdays.mask), apns_environment = \(tenant.apnsEnvironment?.rawValue),
+                    admins_manage_apns = \(tenant.adminsManageAPNsCredentials)
                 WHERE id = \(tenant.id.rawValue)
                 """,
                 logger
@@ -92,9 +93,11 @@ extension PostgresStore {
                 "DELETE FROM impulses WHERE tenant_id = \(id) RETURNING 1",
                 logger
             )
+            try await connection.run("DELETE FROM apns_credentials WHERE tenant_id = \(id)", logger)
             let deleted = try await connection.run("DELETE FROM tenants WHERE id = \(id) RETURNING 1", logger)
             guard deleted == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             try await self.logChange(connection, tenant: tenant, subject: .catalog)
+            try await self.logChange(connection, tenant: tenant, subject: .apnsCredentials)
             try await self.insertAudit(audit, connection)
             return report
         }

@@ -27,7 +27,15 @@ extension PostgresStore {
                 ("default_delivery_minute", .integer), ("max_pushes_per_day", .integer), ("apns_topic", .text),
                 ("created_at", .real), ("push_expiry", .text), ("suspended", .boolean),
                 ("default_quiet_start", .integer), ("default_quiet_end", .integer), ("weekdays", .integer),
-                ("apns_environment", .text),
+                ("apns_environment", .text), ("admins_manage_apns", .boolean),
+            ]
+        ),
+        (
+            "apns_credentials",
+            [
+                ("id", .text), ("tenant_id", .text), ("kind", .text), ("team_id", .text), ("key_id", .text),
+                ("topics", .text), ("not_after", .real), ("fingerprint", .text), ("sealed", .text), ("state", .text),
+                ("created_at", .real), ("activated_at", .real), ("last_error", .text),
             ]
         ),
         ("operators", [("name", .text), ("password_hash", .text), ("created_at", .real)]),

@@ -269,6 +269,33 @@ extension PostgresStore {
                 """
             ]
         ),
+        Migration(
+            version: 9,
+            name: "apns-credentials",
+            statements: [
+                // APNs credentials uploaded over the admin API, sealed (AES-GCM) with the broker's credential key;
+                // at most one pending (not yet proven by an accepted push) and one active per tenant.
+                "ALTER TABLE tenants ADD COLUMN admins_manage_apns boolean NOT NULL DEFAULT false",
+                """
+                CREATE TABLE apns_credentials (
+                    id text PRIMARY KEY,
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    kind text NOT NULL,
+                    team_id text,
+                    key_id text,
+                    topics text NOT NULL,
+                    not_after double precision,
+                    fingerprint text NOT NULL,
+                    sealed text NOT NULL,
+                    state text NOT NULL,
+                    created_at double precision NOT NULL,
+                    activated_at double precision,
+                    last_error text
+                )
+                """,
+                "CREATE INDEX apns_credentials_tenant ON apns_credentials (tenant_id)",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

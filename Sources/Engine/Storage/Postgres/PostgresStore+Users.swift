@@ -11,12 +11,12 @@ extension PostgresStore {
             """
             INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
                 max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
-                default_quiet_end, weekdays, apns_environment)
+                default_quiet_end, weekdays, apns_environment, admins_manage_apns)
             VALUES (\(tenant.id.rawValue), \(tenant.name), \(tenant.defaultLanguage), \(tenant.defaultTimeZone),
                 \(tenant.defaultDeliveryTime.minuteOfDay), \(tenant.maxPushesPerDay), \(tenant.apnsTopic),
                 \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue), \(tenant.suspended),
                 \(tenant.defaultQuietHours?.start.minuteOfDay), \(tenant.defaultQuietHours?.end.minuteOfDay),
-                \(tenant.weekdays.mask), \(tenant.apnsEnvironment?.rawValue))
+                \(tenant.weekdays.mask), \(tenant.apnsEnvironment?.rawValue), \(tenant.adminsManageAPNsCredentials))
             """,
             logger
         )
@@ -24,7 +24,8 @@ extension PostgresStore {
 
     static let tenantColumns = """
         id, name, default_language, default_time_zone, default_delivery_minute, max_pushes_per_day, apns_topic,
-            push_expiry, created_at, suspended, default_quiet_start, default_quiet_end, weekdays, apns_environment
+            push_expiry, created_at, suspended, default_quiet_start, default_quiet_end, weekdays, apns_environment,
+            admins_manage_apns
         """
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
@@ -262,6 +263,7 @@ extension PostgresStore {
             apnsTopic: row.at(6),
             pushExpiry: (try row.at(7, as: String?.self)).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             suspended: row.at(9),
+            adminsManageAPNsCredentials: row.at(14),
             createdAt: Date(unixSeconds: row.at(8))
         )
     }

@@ -1,0 +1,124 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// An uploaded APNs credential as the admin API shows it: what it is and where it stands, never its secret.
+struct APNsCredentialBody: Encodable, Sendable {
+    var id: String
+    var kind: String
+    var teamID: String?
+    var keyID: String?
+    var topics: [String]
+    var notAfter: String?
+    var fingerprint: String
+    var state: String
+    var createdAt: String
+    var activatedAt: String?
+    var lastError: String?
+
+    init(_ credential: StoredAPNsCredential) {
+        id = credential.id
+        kind = credential.kind.rawValue
+        teamID = credential.teamID
+        keyID = credential.keyID
+        topics = credential.topics
+        notAfter = credential.notAfter.map(rfc3339)
+        fingerprint = credential.fingerprint
+        state = credential.state.rawValue
+        createdAt = rfc3339(credential.createdAt)
+        activatedAt = credential.activatedAt.map(rfc3339)
+        lastError = credential.lastError
+    }
+}
+
+/// `POST .../apns-credentials`: a signing key (`teamID`, `keyID`, `privateKey` as the .p8 file's PEM text) or a
+/// certificate (`pkcs12`, the bundle in base64, and its `passphrase`).
+struct APNsCredentialUploadBody: Decodable, Sendable {
+    var teamID: String?
+    var keyID: String?
+    var privateKey: String?
+    var pkcs12: String?
+    var passphrase: String?
+
+    func upload() throws -> APNsCredentialUpload {
+        switch (teamID, keyID, privateKey, pkcs12) {
+        case (let team?, let key?, let pem?, nil):
+            return .token(teamID: team, keyID: key, privateKeyPEM: pem)
+        case (nil, nil, nil, let bundle?):
+            guard let bytes = Data(base64Encoded: bundle, options: .ignoreUnknownCharacters), !bytes.isEmpty else {
+                throw Problem(.unprocessableContent, "invalid-input", "pkcs12 is the bundle in base64")
+            }
+            return .certificate(pkcs12: Array(bytes), passphrase: passphrase ?? "")
+        default:
+            throw Problem(
+                .unprocessableContent,
+                "invalid-input",
+                "send teamID, keyID and privateKey (a .p8 key), or pkcs12 and passphrase (a certificate)"
+            )
+        }
+    }
+}
+
+extension AdminAPI {
+    /// A tenant's APNs credentials: list, upload (pending until a push proves it), delete.
+    func addAPNsCredentialRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
+        tenantResource(
+            router,
+            "/apns-credentials",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, _, actor, tenant in
+                    let credentials = try await administration.apnsCredentials(tenant: tenant.id, by: actor)
+                    return try Representation.response(
+                        PageBody(items: credentials.map(APNsCredentialBody.init), next: nil),
+                        for: request
+                    )
+                },
+                .post: { request, _, actor, tenant in
+                    let body = try await Self.decode(api, APNsCredentialUploadBody.self, from: request)
+                    let credential = try await administration.uploadAPNsCredential(
+                        tenant: tenant.id,
+                        try body.upload(),
+                        inspector: vault,
+                        by: actor
+                    )
+                    await changed(tenant.id, [.apnsCredentials])
+                    var response = try Representation.response(
+                        APNsCredentialBody(credential),
+                        for: request,
+                        status: .created
+                    )
+                    response.headers[.location] = "/t/\(tenant.id)/admin/v1/apns-credentials/\(credential.id)"
+                    return response
+                },
+            ]
+        )
+        tenantResource(
+            router,
+            "/apns-credentials/:credential",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, context, actor, tenant in
+                    let id = try Self.parameter("credential", context)
+                    let credentials = try await administration.apnsCredentials(tenant: tenant.id, by: actor)
+                    guard let credential = credentials.first(where: { $0.id == id }) else {
+                        throw Problem(.notFound, "not-found", "no such APNs credential")
+                    }
+                    return try Representation.response(APNsCredentialBody(credential), for: request)
+                },
+                .delete: { _, context, actor, tenant in
+                    try await administration.deleteAPNsCredential(
+                        tenant: tenant.id,
+                        id: try Self.parameter("credential", context),
+                        by: actor
+                    )
+                    await changed(tenant.id, [.apnsCredentials])
+                    return Response(status: .noContent)
+                },
+            ]
+        )
+    }
+}
