@@ -189,11 +189,90 @@ struct APNsCredentialAPITests {
         }
     }
 
+    /// A PKCS#12 bundle as the Keychain exports it (passphrase `sekrit`), the app's topic in the subject's UID, in
+    /// base64; its certificate and key stay in `directory` as `<uid>.crt` and `<uid>.key`.
+    static func bundle(_ directory: String, uid: String) throws -> String {
+        let name = directory + "/" + uid
+        for arguments in [
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+                "-subj", "/UID=\(uid)/CN=Apple Push Services: \(uid)", "-keyout", name + ".key", "-out",
+                name + ".crt",
+            ],
+            [
+                "pkcs12", "-export", "-in", name + ".crt", "-inkey", name + ".key", "-out", name + ".p12",
+                "-passout", "pass:sekrit",
+            ],
+        ] {
+            let openssl = Process()
+            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            openssl.arguments = arguments
+            openssl.standardError = FileHandle.nullDevice
+            try openssl.run()
+            openssl.waitUntilExit()
+            try #require(openssl.terminationStatus == 0)
+        }
+        return try Data(contentsOf: URL(fileURLWithPath: name + ".p12")).base64EncodedString()
+    }
+
+    @Test("A certificate APNs turns away at the handshake is refused after two rounds; the old one pushes")
+    func certificateTurnedAway() async throws {
+        let directory = TestBroker.temporaryDirectory()
+        // The configured certificate is the only one the server trusts.
+        let (configuredPEM, configuredKeyPEM) = try SelfSignedCertificate.make(hostnames: ["provider.example"])
+        let configured = try NIOSSLCertificate(bytes: Array(configuredPEM.utf8), format: .pem)
+        var (serverTLS, clientTLS) = try EnginePair.tls()
+        serverTLS.certificateVerification = .noHostnameVerification
+        serverTLS.trustRoots = .certificates([configured])
+        let simulator = APNsSimulator(configuration: APNsSimulatorConfiguration(tls: serverTLS))
+        let port = try await simulator.start()
+        defer { Task { await simulator.stop() } }
+        let endpoint = APNsEndpoint(host: "127.0.0.1", port: port, tls: clientTLS, serverHostname: "localhost")
+        let apns = APNsSetup.external(
+            endpoints: [.production: endpoint, .sandbox: endpoint],
+            defaultIdentity: .certificate(
+                chain: [.certificate(configured)],
+                key: .privateKey(try NIOSSLPrivateKey(bytes: Array(configuredKeyPEM.utf8), format: .pem))
+            ),
+            identities: [:]
+        )
+        try await TestBroker.run(apns: apns) { broker in
+            _ = try await broker.send(
+                .PUT,
+                "/t/acme/v1/devices/\(Self.token)",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"name": "phone", "environment": "production"}"#
+            )
+            try await deliver(broker, simulator, expecting: 1)
+            let bundle = try Self.bundle(directory, uid: "com.acme.impulse")
+            let uploaded = try await operatorRequest(
+                broker,
+                .POST,
+                "/t/acme/admin/v1/apns-credentials",
+                #"{"pkcs12": "\#(bundle)", "passphrase": "sekrit"}"#
+            )
+            #expect(uploaded.status == 201, "\(uploaded.text)")
+            let id = try #require(uploaded.json["id"] as? String)
+            // Its pushes never reach APNs; after two rounds (ten seconds each) it is refused, and they go out with the configured one.
+            let reply = try await operatorRequest(
+                broker,
+                .POST,
+                "/t/acme/admin/v1/users/alice/deliveries",
+                #"{"impulse": "acme-2"}"#
+            )
+            #expect(reply.status == 201, "\(reply.text)")
+            #expect(try await eventually(seconds: 60) { simulator.counts.accepted >= 2 }, "\(simulator.counts)")
+            let failed = try await state(broker, id, becomes: "failed")
+            #expect(failed?["lastError"] as? String == "ConnectionFailed")
+        }
+    }
+
     @Test("Uploads are checked: ids, PEM, PKCS#12 passphrase and topic, who may; no credential key, no upload")
     func validation() async throws {
         try await TestBroker.run { broker in
             let key = Key(keyID: "KEYCHECK01")
             let path = "/t/acme/admin/v1/apns-credentials"
+            let directory = TestBroker.temporaryDirectory()
             for body in [
                 key.body.replacingOccurrences(of: "TEAM000001", with: "team1"),
                 key.body.replacingOccurrences(of: "BEGIN PRIVATE KEY", with: "BEGIN NOTHING"),
@@ -205,32 +284,7 @@ struct APNsCredentialAPITests {
                 #expect(!reply.text.contains("PRIVATE KEY"))
             }
 
-            // PKCS#12 bundles as the Keychain exports them: the app's topic in the subject's UID.
-            let directory = TestBroker.temporaryDirectory()
-            func bundle(uid: String) throws -> String {
-                let name = directory + "/" + uid
-                for arguments in [
-                    [
-                        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
-                        "-subj", "/UID=\(uid)/CN=Apple Push Services: \(uid)", "-keyout", name + ".key", "-out",
-                        name + ".crt",
-                    ],
-                    [
-                        "pkcs12", "-export", "-in", name + ".crt", "-inkey", name + ".key", "-out", name + ".p12",
-                        "-passout", "pass:sekrit",
-                    ],
-                ] {
-                    let openssl = Process()
-                    openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-                    openssl.arguments = arguments
-                    openssl.standardError = FileHandle.nullDevice
-                    try openssl.run()
-                    openssl.waitUntilExit()
-                    try #require(openssl.terminationStatus == 0)
-                }
-                return try Data(contentsOf: URL(fileURLWithPath: name + ".p12")).base64EncodedString()
-            }
-            let good = try bundle(uid: "com.acme.impulse")
+            let good = try Self.bundle(directory, uid: "com.acme.impulse")
             let certificate = try await operatorRequest(
                 broker,
                 .POST,
@@ -255,7 +309,7 @@ struct APNsCredentialAPITests {
                 broker,
                 .POST,
                 path,
-                #"{"pkcs12": "\#(try bundle(uid: "com.other.app"))", "passphrase": "sekrit"}"#
+                #"{"pkcs12": "\#(try Self.bundle(directory, uid: "com.other.app"))", "passphrase": "sekrit"}"#
             )
             #expect(otherApp.status == 422 && otherApp.text.contains("com.acme.impulse"), "\(otherApp.text)")
 

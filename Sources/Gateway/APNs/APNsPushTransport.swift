@@ -80,6 +80,8 @@ public final class APNsPushTransport: PushTransport {
     private let defaultIdentity: APNsCredential?
     private let uploaded = Mutex<[TenantID: Rotation]>([:])
     private let listener = Mutex<CandidateListener?>(nil)
+    /// Rounds in a row in which every push made with a candidate failed to reach APNs, per candidate.
+    private let candidateFailures = Mutex<[String: Int]>([:])
     private let clientConfiguration: @Sendable (APNsEndpoint) -> APNsClientConfiguration
     private let logger: Logger
     private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
@@ -113,15 +115,44 @@ public final class APNsPushTransport: PushTransport {
         switch Self.notification(push, payloads: &payloads) {
         case .ready(let notification):
             let result = await client(choice).send(notification)
-            guard let candidate = choice.candidate, let verdict = APNsCredentialSelection.verdict(on: result) else {
-                return result
-            }
+            guard let candidate = choice.candidate, let verdict = judge(candidate, [result]) else { return result }
             await settle(push.tenant, candidate, verdict)
             guard case .refused = verdict else { return result }
             // The candidate was refused: the push goes out again with the credential it was to replace.
             return await send(push)
         case .refused(let result): return result
         }
+    }
+
+    /// What a round of pushes made with a candidate says of it: APNs' verdict on the credential, or, when every
+    /// push of two rounds in a row failed to reach APNs (a certificate turned away at the TLS handshake never
+    /// gets an answer), a refusal.
+    private func judge(_ candidate: String, _ results: [PushResult]) -> APNsCredentialSelection.Verdict? {
+        let verdicts = results.compactMap(APNsCredentialSelection.verdict(on:))
+        if let verdict = verdicts.first(where: { $0 == .proven }) ?? verdicts.first {
+            candidateFailures.withLock { $0[candidate] = nil }
+            return verdict
+        }
+        let unreachable = results.allSatisfy { if case .transportFailure = $0 { true } else { false } }
+        guard !results.isEmpty, unreachable else {
+            candidateFailures.withLock { $0[candidate] = nil }
+            return nil
+        }
+        let rounds = candidateFailures.withLock { failures in
+            failures[candidate, default: 0] += 1
+            return failures[candidate] ?? 0
+        }
+        guard rounds >= 2 else { return nil }
+        candidateFailures.withLock { $0[candidate] = nil }
+        return .refused(reason: "ConnectionFailed")
+    }
+
+    /// Whether a push made with a refused candidate goes out again with the previous credential: it was refused
+    /// for the credential, or never reached APNs.
+    static func turnedAway(_ result: PushResult) -> Bool {
+        if case .transportFailure = result { return true }
+        if case .refused = APNsCredentialSelection.verdict(on: result) { return true }
+        return false
     }
 
     /// Installs a tenant's uploaded credentials (on start, and when the change feed says they changed); pools of
@@ -251,13 +282,12 @@ public final class APNsPushTransport: PushTransport {
                 for (index, answer) in zip(sent.indices, sent.answers) { answers[index] = answer }
                 guard let candidate = sent.candidate else { continue }
                 // A push made with a candidate credential: the first verdict settles it.
-                let verdicts = sent.answers.compactMap { APNsCredentialSelection.verdict(on: $0.result) }
-                let verdict = verdicts.first { $0 == .proven } ?? verdicts.first
-                if let verdict, let tenant = sent.indices.first.map({ pushes[$0].tenant }) {
-                    await settle(tenant, candidate, verdict)
-                }
-                for (index, answer) in zip(sent.indices, sent.answers)
-                where APNsCredentialSelection.verdict(on: answer.result).map({ $0 != .proven }) == true {
+                guard let verdict = judge(candidate, sent.answers.map(\.result)),
+                    let tenant = sent.indices.first.map({ pushes[$0].tenant })
+                else { continue }
+                await settle(tenant, candidate, verdict)
+                guard case .refused = verdict else { continue }
+                for (index, answer) in zip(sent.indices, sent.answers) where Self.turnedAway(answer.result) {
                     refused.append(index)
                 }
             }
@@ -407,6 +437,15 @@ public final class APNsPushTransport: PushTransport {
         return Choice(key: Key(tenant: own == nil ? nil : tenant, environment: environment), credential: identity)
     }
 
+    /// A candidate's pushes wait at most ten seconds for a connection: two such rounds without one refuse it, and
+    /// the pushes go out with the previous credential (rather than waiting a minute each).
+    private func patience(_ configuration: APNsClientConfiguration, _ choice: Choice) -> APNsClientConfiguration {
+        guard choice.candidate != nil else { return configuration }
+        var configuration = configuration
+        configuration.unreachableWait = min(configuration.unreachableWait, .seconds(10))
+        return configuration
+    }
+
     private func client(_ choice: Choice) -> APNsClient {
         let key = choice.key
         let identity = choice.credential
@@ -426,7 +465,7 @@ public final class APNsPushTransport: PushTransport {
                 }
                 tokens = cache
                 client = APNsClient(
-                    configuration: clientConfiguration(endpoint),
+                    configuration: patience(clientConfiguration(endpoint), choice),
                     authentication: .token(cache),
                     logger: logger
                 )
@@ -435,7 +474,7 @@ public final class APNsPushTransport: PushTransport {
                 withCertificate.tls.certificateChain = chain
                 withCertificate.tls.privateKey = privateKey
                 client = APNsClient(
-                    configuration: clientConfiguration(withCertificate),
+                    configuration: patience(clientConfiguration(withCertificate), choice),
                     authentication: .certificate,
                     logger: logger
                 )
