@@ -172,8 +172,9 @@ struct SchedulerTests {
         try await Task.sleep(until: first + .seconds(3))
         let failing = scheduler.currentHealth
         // Without a pause this loop failed thousands of times in three seconds; doubling from 200 ms (jittered) it
-        // fails 5-8 times.
-        #expect((2...12).contains(failing.consecutiveFailures), "\(failing)")
+        // fails 5-8 times, and once when a loaded machine (a clean CI build beside the suite) makes the store's
+        // busy wait use up the three seconds: the upper bound is what shows the pause.
+        #expect((1...12).contains(failing.consecutiveFailures), "\(failing)")
         #expect(failing.failingSince != nil)
         #expect(failing.lastError?.isEmpty == false)
         try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
