@@ -126,6 +126,8 @@ struct MediaUploadTests {
             #expect(try await upload(broker, "first.png", Self.png(900_000)).status == 201)
             let over = try await upload(broker, "second.png", Self.png(700_000))
             #expect(over.status == 413 && over.text.contains("quota"), "\(over.text)")
+            // Replacing a file counts only the new one.
+            #expect(try await upload(broker, "first.png", Self.png(1_000_000)).status == 200)
 
             // Another tenant's admin sees no such tenant; a plain user may not upload.
             let stranger = try await upload(broker, "x.png", Self.png(100), tenant: "globex")

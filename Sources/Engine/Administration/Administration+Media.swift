@@ -31,7 +31,8 @@ extension Administration {
                 "\(name) is sent as \(name.kind.contentType), not \(stated ?? "without a Content-Type")"
             )
         }
-        let used = try await folder.usage(tenant: tenant)
+        // A file replaced by the upload does not count against the quota.
+        let used = try await folder.media(tenant: tenant).filter { $0.name != name.rawValue }.reduce(0) { $0 + $1.size }
         let upload = try await folder.beginUpload(tenant: tenant, name: name)
         do {
             var head: [UInt8] = []

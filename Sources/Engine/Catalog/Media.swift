@@ -127,8 +127,6 @@ public protocol MediaUpload: Sendable {
 /// The tenants' media folders (files on disk in the broker; the store port the administration writes them with).
 public protocol MediaStore: Sendable {
     func media(tenant: TenantID) async throws -> [MediaFile]
-    /// The total size of the tenant's files.
-    func usage(tenant: TenantID) async throws -> Int
     func beginUpload(tenant: TenantID, name: MediaName) async throws -> any MediaUpload
     /// Removes the file; false when there was none.
     func deleteMedia(tenant: TenantID, name: MediaName) async throws -> Bool

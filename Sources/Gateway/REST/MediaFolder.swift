@@ -31,10 +31,6 @@ public struct MediaFolder: MediaStore {
         }
     }
 
-    public func usage(tenant: TenantID) async throws -> Int {
-        try await media(tenant: tenant).reduce(0) { $0 + $1.size }
-    }
-
     public func beginUpload(tenant: TenantID, name: MediaName) async throws -> any MediaUpload {
         let directory = tenantFolder(tenant)
         let temporary = directory + "/.upload-" + UUID().uuidString
