@@ -23,8 +23,7 @@ struct APNsOutageTests {
         init(deadline: Duration = .seconds(5)) async throws {
             let (serverTLS, clientTLS) = try EnginePair.tls()
             self.serverTLS = serverTLS
-            first = APNsSimulator(configuration: Self.configuration(serverTLS, port: 0, identity: identity))
-            port = try await first.start()
+            (first, port) = try await Self.listen(serverTLS, identity: identity)
             var logger = Logger(label: "apns", factory: { [log] _ in log })
             logger.logLevel = .info
             client = APNsClient(
@@ -51,6 +50,25 @@ struct APNsOutageTests {
                 keys: [identity.keyID: identity.publicKey],
                 allowedTopics: [APNsPair.topic]
             )
+        }
+
+        /// A simulator on a port below Linux's ephemeral range (32768-60999): while it is stopped, no other test's
+        /// outgoing connection can be given its port, so `restart()` can bind it again.
+        static func listen(
+            _ tls: TLSConfiguration,
+            identity: APNsSigningIdentity
+        ) async throws -> (APNsSimulator, Int) {
+            var lastError: (any Error)?
+            for _ in 0..<50 {
+                let port = Int.random(in: 20_000..<32_000)
+                let simulator = APNsSimulator(configuration: configuration(tls, port: port, identity: identity))
+                do {
+                    return (simulator, try await simulator.start())
+                } catch {
+                    lastError = error  // taken by another listener: try another
+                }
+            }
+            throw lastError ?? CancellationError()
         }
 
         /// A new simulator on the same port (the first one must be stopped).
