@@ -353,6 +353,50 @@ paths["/t/{tenant}/admin/v1/apns-credentials/{credential}"] = {
     "delete": op("Deletes an uploaded APNs credential (with none left, the configuration's credential pushes)", NO_CONTENT, ADMIN,
                  params=[ten, cred], tags=TA)}
 
+LIFE_AREAS = ["work", "career", "finances", "health", "fitness", "nutrition", "sleep", "family", "partnership", "friends", "leisure", "mindfulness"]
+count = {"type": "integer", "minimum": 0}
+S["EngagementCounts"] = {"type": "object", "additionalProperties": False,
+  "description": "What became of deliveries counted on their report day: the local date a scheduled one is for, else the tenant's date when it was assigned.",
+  "required": ["assigned", "pushed", "noDevice", "failed", "fetched", "read"],
+  "properties": {"assigned": count, "pushed": {**count, "description": "accepted by APNs for at least one device"},
+    "noDevice": {**count, "description": "settled without a push: the user had no device"},
+    "failed": {**count, "description": "settled without an accepted push: every device's push was rejected or dropped"},
+    "fetched": count, "read": count,
+    "readRate": {"type": "number", "minimum": 0, "maximum": 1, "description": "read per assigned; absent without any"},
+    "medianSecondsToRead": {**count, "description": "median time from push to read, estimated from buckets; absent without a read push"}}}
+S["DispatchCounts"] = {"type": "object", "additionalProperties": False,
+  "required": ["active", "due", "skippedWeekday", "skippedStale", "deferredQuietHours"],
+  "properties": {"active": {**count, "description": "enabled users the day concerned: due, or skipped by their weekdays"},
+    "due": {**count, "description": "users whose day came (delivered, nothing to deliver, or skipped as stale)"},
+    "skippedWeekday": {**count, "description": "the day is not among the user's weekdays"},
+    "skippedStale": {**count, "description": "the day's time passed longer ago than the staleness limit (the broker was down)"},
+    "deferredQuietHours": {**count, "description": "the delivery time fell inside the quiet hours and moved to their end"}}}
+S["EngagementReport"] = {"type": "object", "additionalProperties": False,
+  "required": ["tenant", "from", "to", "total", "days", "impulses", "lifeAreas"],
+  "properties": {"tenant": {"type": "string"}, "from": {"type": "string", "format": "date"}, "to": {"type": "string", "format": "date"},
+    "total": ref("EngagementCounts"),
+    "days": {"type": "array", "description": "every day of the range, oldest first", "items": {"type": "object", "additionalProperties": False,
+      "required": ["day", "dispatch", "counts"], "properties": {"day": {"type": "string", "format": "date"},
+        "dispatch": ref("DispatchCounts"), "counts": ref("EngagementCounts")}}},
+    "impulses": {"type": "array", "description": "most assigned first", "items": {"type": "object", "additionalProperties": False,
+      "required": ["impulseID", "counts"], "properties": {"impulseID": {"type": "string"},
+        "title": {"type": "string", "description": "absent for an impulse no longer in the catalog"},
+        "lifeArea": {"type": "string", "enum": LIFE_AREAS}, "counts": ref("EngagementCounts")}}},
+    "lifeAreas": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["counts"],
+      "properties": {"lifeArea": {"type": "string", "enum": LIFE_AREAS, "description": "absent for impulses no longer in the catalog"},
+        "counts": ref("EngagementCounts")}}}}}
+report_params = [ten, q("from", {"type": "string", "format": "date"}, "the first day (yyyy-MM-dd); 29 days before to without it"),
+                 q("to", {"type": "string", "format": "date"}, "the last day (yyyy-MM-dd); the tenant's today without it; at most 366 days in all")]
+paths["/t/{tenant}/admin/v1/reports/engagement"] = {
+    "get": op("The tenant's engagement per day, impulse and life area over a range of days",
+              json_response("the report", "EngagementReport"), ADMIN, params=report_params, tags=TA,
+              desc="Read from daily rows kept with the ledger's writes, never by scanning deliveries.")}
+paths["/t/{tenant}/admin/v1/reports/engagement/{table}"] = {
+    "get": op("One table of the engagement report as CSV",
+              {"200": {"description": "the table: a header row, then a row per day, impulse or life area (RFC 4180)",
+                       "content": {"text/csv": {"schema": {"type": "string"}}}}, "default": problem_default()},
+              ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv"]})])}
+
 idem = {"name": "Idempotency-Key", "in": "header", "required": False,
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
         "description": "a retry with the same key (and the same request) answers the first result and writes nothing again; another request under the key is refused (422)"}

@@ -118,6 +118,12 @@ struct SchedulerTests {
         #expect(again.isEmpty)
         // Nothing is left to push again.
         #expect(try await second.requeueUnsettled(now: now) == 0)
+        // The day's report counts each of acme's days once, across the restart.
+        let day = try LocalDate(parsing: "2026-11-23")
+        let report = try await f.store.engagement(tenant: f.acme, from: day, through: day)
+        #expect(report.dispatch["2026-11-23"]?.due == 2, "\(report.dispatch)")
+        let counts = report.engagement.values.reduce(into: EngagementCounts()) { $0.add($1) }
+        #expect(counts.assigned == 2 && counts.pushed == 2 && counts.failed == 0, "\(counts)")
     }
 
     @Test("A retired impulse is never chosen: the day's impulse comes from what is left", arguments: StoreKind.allCases)
@@ -295,6 +301,13 @@ struct DueIndexTests {
                 )
                 .map { $0["detail"] as String }.joined(separator: "; ")
             }
+        }
+        for sql in SQLiteStore.engagementSQL {
+            let report = try await plan(sql)
+            #expect(
+                report.contains("USING PRIMARY KEY") || report.contains("USING INDEX sqlite_autoindex"),
+                "\(report)"
+            )
         }
         let due = try await plan(SQLiteStore.dueSchedulesSQL)
         #expect(due.contains("USING INDEX schedules_due"), "\(due)")

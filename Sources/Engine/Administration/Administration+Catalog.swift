@@ -107,6 +107,8 @@ extension Administration {
     ) async throws -> Delivery {
         let user = try await self.user(tenant: tenant, username: username, by: actor)
         _ = try await impulse(tenant: tenant, id: id, by: actor)
+        let zone = try await self.tenant(tenant, by: actor).defaultTimeZone
+        let assignedAt = now()
         let recorded = try await store.recordDeliveries(
             [
                 NewDelivery(
@@ -114,8 +116,9 @@ extension Administration {
                     user: user.id,
                     impulse: id,
                     kind: .manual,
-                    assignedAt: now(),
-                    awaitsPush: awaitsPush
+                    assignedAt: assignedAt,
+                    awaitsPush: awaitsPush,
+                    reportDay: NewDelivery.reportDay(assignedAt: assignedAt, zone: zone)
                 )
             ],
             audit: AuditEntry(

@@ -24,6 +24,10 @@ public struct Delivery: Sendable, Equatable {
     public var apnsID: String?
     public var fetchedAt: Date?
     public var readAt: Date?
+    /// The day the reports count it on: the local date for a scheduled delivery, else the tenant's date when it
+    /// was assigned (see ``EngagementCounts``). Kept for deliveries just recorded; others read back hold the local
+    /// or UTC date.
+    public var reportDay: String
     /// When the delivery became due (the scheduled fire time or the reminder's time); in memory only, for the
     /// dispatch-lag metric. Nil for deliveries read back from the store.
     public var dueAt: Date?
@@ -39,8 +43,11 @@ public struct Delivery: Sendable, Equatable {
         pushedAt: Date? = nil,
         apnsID: String? = nil,
         fetchedAt: Date? = nil,
-        readAt: Date? = nil
+        readAt: Date? = nil,
+        reportDay: String? = nil
     ) {
+        self.reportDay =
+            reportDay ?? localDate ?? LocalDate(instant: assignedAt.timeIntervalSince1970, offsetSeconds: 0).description
         self.id = id
         self.tenant = tenant
         self.user = user
@@ -68,6 +75,9 @@ public struct NewDelivery: Sendable, Equatable {
     /// Whether the push gateway will push it: such a delivery stays "unsettled" until the gateway is done with
     /// it, and an unsettled delivery is pushed again after a restart.
     public var awaitsPush: Bool
+    /// The day the reports count it on: the local date for a scheduled delivery; for another, the tenant's date
+    /// at `assignedAt` (``reportDay(assignedAt:zone:)``), which its maker passes (the UTC date if it does not).
+    public var reportDay: String
 
     public init(
         tenant: TenantID,
@@ -76,8 +86,11 @@ public struct NewDelivery: Sendable, Equatable {
         kind: DeliveryKind,
         localDate: String? = nil,
         assignedAt: Date,
-        awaitsPush: Bool = false
+        awaitsPush: Bool = false,
+        reportDay: String? = nil
     ) {
+        self.reportDay =
+            reportDay ?? localDate ?? LocalDate(instant: assignedAt.timeIntervalSince1970, offsetSeconds: 0).description
         self.tenant = tenant
         self.user = user
         self.impulse = impulse
@@ -85,6 +98,15 @@ public struct NewDelivery: Sendable, Equatable {
         self.localDate = localDate
         self.assignedAt = assignedAt
         self.awaitsPush = awaitsPush
+    }
+}
+
+extension NewDelivery {
+    /// The tenant's date at an instant: the report day of a delivery that is not for a local date.
+    public static func reportDay(assignedAt: Date, zone identifier: String) -> String {
+        let zone = TimeZone(identifier: identifier) ?? TimeZone(secondsFromGMT: 0) ?? .current
+        return LocalDate(instant: assignedAt.timeIntervalSince1970, offsetSeconds: zone.secondsFromGMT(for: assignedAt))
+            .description
     }
 }
 
@@ -105,9 +127,11 @@ public struct DeliveryMark: Sendable, Equatable {
         case fetched, read
         /// APNs accepted the push for at least one of the user's devices (this also settles it).
         case pushed(apnsID: String)
-        /// The push gateway is done with the delivery without an accepted push (no device, rejected, dropped):
-        /// it is not pushed again after a restart.
+        /// The push gateway is done with the delivery without an accepted push (rejected, dropped): it is not
+        /// pushed again after a restart.
         case settled
+        /// As `settled`, for a user without a device to push to.
+        case noDevice
     }
     public var tenant: TenantID
     public var delivery: DeliveryID

@@ -8,12 +8,15 @@ public struct PushSettlement: Sendable, Equatable {
     public var user: UserID
     public var delivery: DeliveryID
     public var apnsID: String?
+    /// Settled because the user had no device (the reports tell it from a failed push).
+    public var noDevice: Bool
 
-    public init(tenant: TenantID, user: UserID, delivery: DeliveryID, apnsID: String?) {
+    public init(tenant: TenantID, user: UserID, delivery: DeliveryID, apnsID: String?, noDevice: Bool = false) {
         self.tenant = tenant
         self.user = user
         self.delivery = delivery
         self.apnsID = apnsID
+        self.noDevice = noDevice
     }
 }
 
@@ -69,8 +72,12 @@ public final class DeliveryLedger: Sendable {
     }
 
     /// Turns due reminders into deliveries awaiting a push, in one transaction.
-    public func fire(_ reminders: [Reminder], at now: Date) async throws -> [Delivery] {
-        try await noteRecorded(try await store.fireReminders(reminders, at: now))
+    public func fire(
+        _ reminders: [Reminder],
+        at now: Date,
+        reportDays: [TenantID: String] = [:]
+    ) async throws -> [Delivery] {
+        try await noteRecorded(try await store.fireReminders(reminders, at: now, reportDays: reportDays))
     }
 
     /// Takes note of deliveries recorded past the ledger (an admin's, written with its audit entry): counted, and
@@ -137,7 +144,7 @@ public final class DeliveryLedger: Sendable {
             DeliveryMark(
                 tenant: $0.tenant,
                 delivery: $0.delivery,
-                kind: $0.apnsID.map { .pushed(apnsID: $0) } ?? .settled,
+                kind: $0.apnsID.map { .pushed(apnsID: $0) } ?? ($0.noDevice ? .noDevice : .settled),
                 at: now
             )
         }

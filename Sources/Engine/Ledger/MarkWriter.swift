@@ -170,7 +170,7 @@ extension DeliveryMark.Kind {
         case .fetched: "fetched"
         case .read: "read"
         case .pushed: "pushed"
-        case .settled: "settled"
+        case .settled, .noDevice: "settled"
         }
     }
 }

@@ -71,7 +71,7 @@ struct UserLedger: Sendable {
                     recent[index].delivery.pushedAt = mark.at
                     recent[index].delivery.apnsID = apnsID
                 }
-            case .settled:
+            case .settled, .noDevice:
                 break
             case .read:
                 if recent[index].delivery.readAt == nil {

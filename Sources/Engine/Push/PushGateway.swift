@@ -308,7 +308,9 @@ public actor PushGateway {
                 }
                 if sends.count == first {
                     counts.withoutDevice += 1
-                    marks.append(PushSettlement(tenant: tenantID, user: user, delivery: delivery, apnsID: nil))
+                    marks.append(
+                        PushSettlement(tenant: tenantID, user: user, delivery: delivery, apnsID: nil, noDevice: true)
+                    )
                 }
             }
             var answers: [PushAnswer] = []

@@ -86,6 +86,30 @@ public struct DispatchPlanner: Sendable {
         return .deliver(date, next: next(after: date))
     }
 
+    /// What an action adds to the day-level report (nil for one that only plans or parks): the day that came, and
+    /// the days its user's weekdays leave out before the next one.
+    public func tally(_ action: Action, _ entry: ScheduleEntry, tenant: Tenant) -> DayTally? {
+        let schedule = schedule(for: entry, tenant: tenant)
+        func skipped(after date: LocalDate, before next: PlannedFire?) -> [LocalDate] {
+            guard let next, next.date.dayNumber - date.dayNumber > 1 else { return [] }
+            return (date.dayNumber + 1..<min(next.date.dayNumber, date.dayNumber + 14)).map(LocalDate.init(dayNumber:))
+                .filter { !schedule.weekdays.contains($0.isoWeekday) }
+        }
+        switch action {
+        case .deliver(let date, let next):
+            let deferred = schedule.quietHours?.contains(schedule.deliveryTime) ?? false
+            return DayTally(
+                date: date,
+                deferredByQuietHours: deferred,
+                skippedWeekdays: skipped(after: date, before: next)
+            )
+        case .skipStale(let date, let next):
+            return DayTally(date: date, stale: true, skippedWeekdays: skipped(after: date, before: next))
+        case .plan, .park:
+            return nil
+        }
+    }
+
     public func schedule(for entry: ScheduleEntry, tenant: Tenant) -> DailySchedule {
         DailySchedule(user: entry.user, tenant: tenant, preferences: entry.preferences, spreadWindow: spreadWindow)
     }

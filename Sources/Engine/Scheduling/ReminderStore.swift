@@ -15,5 +15,6 @@ public protocol ReminderStore: Sendable {
     func dueReminders(notAfter now: Date, limit: Int) async throws -> [Reminder]
     /// Turns reminders into deliveries awaiting a push and removes them, in one transaction; a reminder that is
     /// already gone is skipped.
-    func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery]
+    /// `reportDays` holds each tenant's date at `now`: the report day of its reminders' deliveries.
+    func fireReminders(_ reminders: [Reminder], at now: Date, reportDays: [TenantID: String]) async throws -> [Delivery]
 }

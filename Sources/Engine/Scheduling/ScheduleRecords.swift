@@ -10,13 +10,24 @@ public struct ScheduleUpdate: Sendable, Equatable {
     public var delivery: NewDelivery?
     /// Where the row goes next; nil takes it out of the index (a disabled user).
     public var next: PlannedFire?
+    /// What the decision adds to the day-level report, counted when it is committed: with the delivery when it is
+    /// new, or (without one) when the row moved.
+    public var tally: DayTally?
 
-    public init(tenant: TenantID, user: UserID, expectedFireAt: Date, delivery: NewDelivery?, next: PlannedFire?) {
+    public init(
+        tenant: TenantID,
+        user: UserID,
+        expectedFireAt: Date,
+        delivery: NewDelivery?,
+        next: PlannedFire?,
+        tally: DayTally? = nil
+    ) {
         self.tenant = tenant
         self.user = user
         self.expectedFireAt = expectedFireAt
         self.delivery = delivery
         self.next = next
+        self.tally = tally
     }
 }
 

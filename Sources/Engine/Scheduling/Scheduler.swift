@@ -216,7 +216,13 @@ public actor Scheduler {
 
     private func fire(_ reminders: [Reminder], now: Date) async throws {
         let due = Dictionary(reminders.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
-        let recorded = try await ledger.fire(reminders, at: now).map { delivery in
+        var reportDays: [TenantID: String] = [:]
+        for tenant in Set(reminders.map(\.tenant)) {
+            if let zone = try await tenantState(tenant)?.tenant.defaultTimeZone {
+                reportDays[tenant] = NewDelivery.reportDay(assignedAt: now, zone: zone)
+            }
+        }
+        let recorded = try await ledger.fire(reminders, at: now, reportDays: reportDays).map { delivery in
             var delivery = delivery
             delivery.dueAt = due[delivery.user]
             return delivery
@@ -278,7 +284,7 @@ public actor Scheduler {
     /// Plans each due row and chooses the impulses of those whose day has come (reads only).
     private func decide(_ due: [ScheduleEntry], now: Date) async throws -> Decided {
         var updates: [ScheduleUpdate] = []
-        var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?)] = []
+        var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?, tally: DayTally?)] = []
         var statistics = SchedulerStatistics()
         // Each tenant is resolved once per batch, not once per due row: a `Tenant` is a dozen strings, and copying
         // it (with its catalog) for each of thousands of rows showed in the burst's profile.
@@ -289,9 +295,10 @@ public actor Scheduler {
                 updates.append(.move(entry, to: nil))
                 continue
             }
-            switch planner.decide(entry, tenant: tenant, now: now) {
+            let action = planner.decide(entry, tenant: tenant, now: now)
+            switch action {
             case .deliver(let date, let next):
-                deliverable.append((entry, date, next))
+                deliverable.append((entry, date, next, planner.tally(action, entry, tenant: tenant)))
             case .skipStale(let date, let next):
                 statistics.due += 1
                 statistics.skippedStale += 1
@@ -299,7 +306,7 @@ public actor Scheduler {
                     "day skipped: its time passed longer ago than the staleness limit",
                     metadata: ["tenant.id": "\(entry.tenant)", "user.id": "\(entry.user)", "local.date": "\(date)"]
                 )
-                updates.append(.move(entry, to: next))
+                updates.append(.move(entry, to: next, tally: planner.tally(action, entry, tenant: tenant)))
             case .plan(let next):
                 statistics.planned += 1
                 updates.append(.move(entry, to: next))
@@ -352,7 +359,8 @@ public actor Scheduler {
                                 awaitsPush: gateway != nil
                             )
                         },
-                        next: item.next
+                        next: item.next,
+                        tally: item.tally
                     )
                 )
             }
@@ -409,8 +417,15 @@ public actor Scheduler {
 
 extension ScheduleUpdate {
     /// Moves a row without recording a delivery (planning, a stale day, parking: `next` nil).
-    static func move(_ entry: ScheduleEntry, to next: PlannedFire?) -> ScheduleUpdate {
-        ScheduleUpdate(tenant: entry.tenant, user: entry.user, expectedFireAt: entry.fireAt, delivery: nil, next: next)
+    static func move(_ entry: ScheduleEntry, to next: PlannedFire?, tally: DayTally? = nil) -> ScheduleUpdate {
+        ScheduleUpdate(
+            tenant: entry.tenant,
+            user: entry.user,
+            expectedFireAt: entry.fireAt,
+            delivery: nil,
+            next: next,
+            tally: tally
+        )
     }
 }
 

@@ -9,7 +9,8 @@ import Foundation
 /// statement by it: nothing of one tenant is visible to, or changeable by, another.
 /// Multi-row writes are atomic: a method either applies completely or throws and changes nothing.
 public protocol BrokerStore: ChangeFeedStore, TenantStore, UserStore, CatalogStore, DeviceStore, LedgerStore,
-    ScheduleStore, PushTargetStore, ReminderStore, AdministrationStore, IdempotencyStore, APNsCredentialStore
+    ScheduleStore, PushTargetStore, ReminderStore, AdministrationStore, IdempotencyStore, APNsCredentialStore,
+    EngagementStore
 {
     /// Closes connections the store holds (PostgreSQL's pool); the store is unusable afterwards. Called once,
     /// after everything that writes has stopped.

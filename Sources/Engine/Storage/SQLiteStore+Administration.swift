@@ -86,6 +86,9 @@ extension SQLiteStore {
             try db.execute(sql: "DELETE FROM impulses WHERE tenant_id = ?", arguments: [id])
             report.impulses = db.changesCount
             try db.execute(sql: "DELETE FROM apns_credentials WHERE tenant_id = ?", arguments: [id])
+            for table in ["engagement_days", "engagement_read_latency", "dispatch_days"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE tenant_id = ?", arguments: [id])
+            }
             try db.execute(sql: "DELETE FROM tenants WHERE id = ?", arguments: [id])
             guard db.changesCount == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             // Other processes drop what they cached of the tenant.
@@ -234,6 +237,7 @@ extension SQLiteStore {
             let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
             let recorded = try deliveries.compactMap { try self.insert($0, with: insert, db) }
             try self.logLedgerChanges(db, recorded)
+            try self.recordAssigned(recorded, db)
             try Self.insertAudit(audit, db)
             return recorded
         }

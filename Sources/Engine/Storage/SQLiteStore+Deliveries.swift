@@ -10,6 +10,7 @@ extension SQLiteStore {
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
             try self.logLedgerChanges(db, recorded)
+            try self.recordAssigned(recorded, db)
             return recorded
         }
     }
@@ -20,7 +21,7 @@ extension SQLiteStore {
         let assignedAt = new.assignedAt.unixSeconds
         try insert.execute(arguments: [
             new.tenant.rawValue, new.impulse.rawValue, new.kind.rawValue, new.localDate, assignedAt,
-            new.awaitsPush ? nil : assignedAt, new.user.rawValue, new.tenant.rawValue,
+            new.awaitsPush ? nil : assignedAt, new.reportDay, new.user.rawValue, new.tenant.rawValue,
         ])
         guard db.changesCount > 0 else { return nil }
         let id = DeliveryID(db.lastInsertedRowID)
@@ -31,13 +32,21 @@ extension SQLiteStore {
             impulse: new.impulse,
             kind: new.kind,
             localDate: new.localDate,
-            assignedAt: Date(unixSeconds: assignedAt)
+            assignedAt: Date(unixSeconds: assignedAt),
+            reportDay: new.reportDay
         )
     }
 
+    /// Counts new deliveries as assigned in the reports' daily rows.
+    func recordAssigned(_ recorded: [Delivery], _ db: Database) throws {
+        var tally = EngagementTally()
+        tally.assigned(recorded)
+        try recordEngagement(tally, db)
+    }
+
     static let insertDeliverySQL = """
-        INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at, settled_at)
-        SELECT ?, id, ?, ?, ?, ?, ? FROM users WHERE id = ? AND tenant_id = ?
+        INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at, settled_at, report_day)
+        SELECT ?, id, ?, ?, ?, ?, ?, ? FROM users WHERE id = ? AND tenant_id = ?
         ON CONFLICT DO NOTHING
         """
 
@@ -101,27 +110,61 @@ extension SQLiteStore {
     public func applyMarks(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
         try await write { db in
+            // Each statement returns the rows it changed: only those count in the reports.
             let fetched = try db.cachedStatement(
-                sql: "UPDATE deliveries SET fetched_at = ? WHERE id = ? AND tenant_id = ? AND fetched_at IS NULL"
+                sql: """
+                    UPDATE deliveries SET fetched_at = ? WHERE id = ? AND tenant_id = ? AND fetched_at IS NULL
+                    RETURNING \(Self.reportColumns)
+                    """
             )
             let read = try db.cachedStatement(
                 sql: """
-                    UPDATE deliveries SET read_at = ?, fetched_at = COALESCE(fetched_at, ?)
-                    WHERE id = ? AND tenant_id = ? AND read_at IS NULL
+                    UPDATE deliveries SET read_at = ? WHERE id = ? AND tenant_id = ? AND read_at IS NULL
+                    RETURNING \(Self.reportColumns), pushed_at, user_id
                     """
             )
-            let owner = try db.cachedStatement(sql: "SELECT user_id FROM deliveries WHERE id = ?")
             let pushed = try db.cachedStatement(
                 sql:
                     """
                     UPDATE deliveries SET pushed_at = ?, apns_id = ?, settled_at = COALESCE(settled_at, ?)
                     WHERE id = ? AND tenant_id = ? AND pushed_at IS NULL
+                    RETURNING \(Self.reportColumns)
                     """
             )
             // Numbered as a multi-row statement's row is: (delivery id, tenant, time).
             let settled = try db.cachedStatement(
-                sql: "UPDATE deliveries SET settled_at = ?3 WHERE id = ?1 AND tenant_id = ?2 AND settled_at IS NULL"
+                sql: """
+                    UPDATE deliveries SET settled_at = ?3 WHERE id = ?1 AND tenant_id = ?2 AND settled_at IS NULL
+                    RETURNING \(Self.reportColumns), id
+                    """
             )
+            var tally = EngagementTally()
+            var noDevice = Set<Int64>()
+            var taps: [DeliveryMark] = []
+            func count(_ field: WritableKeyPath<EngagementCounts, Int>, _ statement: Statement) throws {
+                let rows = try Row.fetchCursor(statement)
+                while let row = try rows.next() {
+                    tally.count(
+                        field,
+                        tenant: TenantID(trusted: row[0]),
+                        day: row[1],
+                        impulse: ImpulseID(trusted: row[2])
+                    )
+                }
+            }
+            func countSettled(_ statement: Statement) throws {
+                let rows = try Row.fetchCursor(statement)
+                while let row = try rows.next() {
+                    let field: WritableKeyPath<EngagementCounts, Int> =
+                        noDevice.contains(row[3]) ? \.noDevice : \.failed
+                    tally.count(
+                        field,
+                        tenant: TenantID(trusted: row[0]),
+                        day: row[1],
+                        impulse: ImpulseID(trusted: row[2])
+                    )
+                }
+            }
             // Pushed marks (nearly all of them in a burst) and settled ones (rejected pushes: a third of them with
             // 30% dead tokens) go 64 to a statement; the rest one by one, below.
             var pushedMarks: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
@@ -144,36 +187,57 @@ extension SQLiteStore {
                         }
                         let statement = try db.cachedStatement(sql: Self.pushedMarksSQL)
                         try statement.bindPositionally(values)
-                        try statement.execute()
+                        try count(\.pushed, statement)
                         pushedMarks.removeAll(keepingCapacity: true)
                     }
-                case .settled:
+                case .settled, .noDevice:
+                    if case .noDevice = mark.kind { noDevice.insert(mark.delivery.rawValue) }
                     settledMarks.append(mark.delivery.rawValue.databaseValue)
                     settledMarks.append(mark.tenant.rawValue.databaseValue)
                     settledMarks.append(at.databaseValue)
                     if settledMarks.count == 3 * Self.marksPerStatement {
                         let statement = try db.cachedStatement(sql: Self.settledMarksSQL)
                         try statement.bindPositionally(settledMarks)
-                        try statement.execute()
+                        try countSettled(statement)
                         settledMarks.removeAll(keepingCapacity: true)
                     }
-                case .fetched: try fetched.execute(arguments: [at, mark.delivery.rawValue, mark.tenant.rawValue])
-                case .read:
-                    try read.execute(arguments: [at, at, mark.delivery.rawValue, mark.tenant.rawValue])
-                    if db.changesCount > 0, let user = try Int64.fetchOne(owner, arguments: [mark.delivery.rawValue]) {
-                        try self.logChange(db, tenant: mark.tenant, subject: .ledger(UserID(user)))
-                    }
+                case .fetched, .read:
+                    taps.append(mark)
                 }
             }
             for mark in pushedMarks {
-                try pushed.execute(arguments: [mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
+                try pushed.setArguments([mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
+                try count(\.pushed, pushed)
             }
             for start in stride(from: 0, to: settledMarks.count, by: 3) {
                 try settled.bindPositionally(Array(settledMarks[start..<start + 3]))
-                try settled.execute()
+                try countSettled(settled)
             }
+            // A user's taps after the pushes (as PostgreSQL's store applies them): a read's time from its push
+            // is known when both are in one batch.
+            for mark in taps {
+                let at = mark.at.unixSeconds
+                // A read is a fetch too, if none came first.
+                try fetched.setArguments([at, mark.delivery.rawValue, mark.tenant.rawValue])
+                try count(\.fetched, fetched)
+                guard case .read = mark.kind else { continue }
+                try read.setArguments([at, mark.delivery.rawValue, mark.tenant.rawValue])
+                guard let row = try Row.fetchOne(read) else { continue }
+                tally.read(
+                    tenant: mark.tenant,
+                    day: row[1],
+                    impulse: ImpulseID(trusted: row[2]),
+                    pushedAt: (row[3] as Double?).map(Date.init(unixSeconds:)),
+                    readAt: mark.at
+                )
+                try self.logChange(db, tenant: mark.tenant, subject: .ledger(UserID(row[4])))
+            }
+            try self.recordEngagement(tally, db)
         }
     }
+
+    /// What a changed delivery tells the reports, first in each `RETURNING`: (tenant, report day, impulse).
+    static let reportColumns = "tenant_id, report_day, impulse_id"
 
     /// Pushed or settled marks per multi-row statement.
     static let marksPerStatement = 64
@@ -184,6 +248,7 @@ extension SQLiteStore {
         UPDATE deliveries SET settled_at = v.column3
         FROM (VALUES \(Array(repeating: "(?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.settled_at IS NULL
+        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id
         """
 
     /// `marksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
@@ -193,6 +258,7 @@ extension SQLiteStore {
             settled_at = COALESCE(deliveries.settled_at, v.column3)
         FROM (VALUES \(Array(repeating: "(?,?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.pushed_at IS NULL
+        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id
         """
 
     public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {

@@ -101,6 +101,8 @@ extension SQLiteStore {
             )
             var recorded: [Delivery] = []
             recorded.reserveCapacity(updates.count)
+            // The day-level report counts a decision when it took effect: its delivery is new, or its row moved.
+            var tally = EngagementTally()
             // A burst commits thousands of days per batch: they go `schedulesPerStatement` to a statement (one
             // multi-row INSERT and one UPDATE ... FROM), the rest one by one, in order, with the same effect.
             // `UPDATE ... FROM` applies only one source row per target row, so a batch that names a user twice
@@ -116,7 +118,12 @@ extension SQLiteStore {
                 let deliveredAndMoveMany = try db.cachedStatement(sql: Self.deliveredAndMoveManySQL)
                 for start in stride(from: 0, to: bulk, by: Self.schedulesPerStatement) {
                     let chunk = days[start..<start + Self.schedulesPerStatement]
+                    let before = recorded.count
                     try self.insertDays(chunk, with: insertMany, into: &recorded)
+                    let new = Set(recorded[before...].map(\.user))
+                    for update in chunk where new.contains(update.user) {
+                        if let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
+                    }
                     var values: [DatabaseValue] = []
                     values.reserveCapacity(6 * chunk.count)
                     for update in chunk {
@@ -141,7 +148,10 @@ extension SQLiteStore {
                 let nextFireAt = update.next?.fireAt.unixSeconds
                 let nextDate = update.next?.date.description
                 if let new = update.delivery {
-                    if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
+                    if let delivery = try self.insert(new, with: insert, db) {
+                        recorded.append(delivery)
+                        if let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
+                    }
                     try deliveredAndMove.execute(arguments: [
                         new.localDate, expected, nextFireAt, expected, nextDate, update.user.rawValue,
                         update.tenant.rawValue,
@@ -150,9 +160,12 @@ extension SQLiteStore {
                     try move.execute(arguments: [
                         nextFireAt, nextDate, update.user.rawValue, update.tenant.rawValue, expected,
                     ])
+                    if db.changesCount > 0, let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
                 }
             }
             try self.logLedgerChanges(db, recorded)
+            tally.assigned(recorded)
+            try self.recordEngagement(tally, db)
             return recorded
         }
     }
@@ -164,7 +177,7 @@ extension SQLiteStore {
         into recorded: inout [Delivery]
     ) throws {
         var values: [DatabaseValue] = []
-        values.reserveCapacity(7 * chunk.count)
+        values.reserveCapacity(8 * chunk.count)
         for update in chunk {
             guard let new = update.delivery else { continue }
             let assignedAt = new.assignedAt.unixSeconds
@@ -175,6 +188,7 @@ extension SQLiteStore {
             values.append(assignedAt.databaseValue)
             values.append(new.awaitsPush ? .null : assignedAt.databaseValue)
             values.append(new.user.rawValue.databaseValue)
+            values.append(new.reportDay.databaseValue)
         }
         // RETURNING yields the inserted rows in no promised order: match them to the chunk by user.
         var ids: [Int64: Int64] = [:]
@@ -192,7 +206,8 @@ extension SQLiteStore {
                     impulse: new.impulse,
                     kind: new.kind,
                     localDate: new.localDate,
-                    assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
+                    assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds),
+                    reportDay: new.reportDay
                 )
             )
         }
@@ -200,13 +215,13 @@ extension SQLiteStore {
 
     static let schedulesPerStatement = 64
 
-    /// `schedulesPerStatement` rows of (tenant, impulse, kind, local date, assigned, settled, user): the
-    /// same rows as `insertDeliverySQL` would insert one by one, only for a user of that tenant, none for a daily
-    /// key that exists. (`WHERE true` lets SQLite parse the upsert clause after a join.)
+    /// `schedulesPerStatement` rows of (tenant, impulse, kind, local date, assigned, settled, user, report day):
+    /// the same rows as `insertDeliverySQL` would insert one by one, only for a user of that tenant, none for a
+    /// daily key that exists. (`WHERE true` lets SQLite parse the upsert clause after a join.)
     static let insertDaysSQL = """
-        INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at, settled_at)
-        SELECT v.column1, u.id, v.column2, v.column3, v.column4, v.column5, v.column6
-        FROM (VALUES \(Array(repeating: "(?,?,?,?,?,?,?)", count: schedulesPerStatement).joined(separator: ","))) AS v
+        INSERT INTO deliveries (tenant_id, user_id, impulse_id, kind, local_date, assigned_at, settled_at, report_day)
+        SELECT v.column1, u.id, v.column2, v.column3, v.column4, v.column5, v.column6, v.column8
+        FROM (VALUES \(Array(repeating: "(?,?,?,?,?,?,?,?)", count: schedulesPerStatement).joined(separator: ","))) AS v
         JOIN users u ON u.id = v.column7 AND u.tenant_id = v.column1
         WHERE true
         ON CONFLICT DO NOTHING
@@ -307,7 +322,11 @@ extension SQLiteStore {
         }
     }
 
-    public func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery] {
+    public func fireReminders(
+        _ reminders: [Reminder],
+        at now: Date,
+        reportDays: [TenantID: String]
+    ) async throws -> [Delivery] {
         guard !reminders.isEmpty else { return [] }
         return try await write { db in
             let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
@@ -323,11 +342,13 @@ extension SQLiteStore {
                     impulse: reminder.impulse,
                     kind: .reminder,
                     assignedAt: now,
-                    awaitsPush: true
+                    awaitsPush: true,
+                    reportDay: reportDays[reminder.tenant]
                 )
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
             try self.logLedgerChanges(db, recorded)
+            try self.recordAssigned(recorded, db)
             return recorded
         }
     }

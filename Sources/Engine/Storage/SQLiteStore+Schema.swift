@@ -237,6 +237,63 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v13-engagement-reports") { db in
+            // The reports' daily rows, added to in the transactions that change the ledger (EngagementTally), and
+            // each delivery's report day. Deliveries recorded before are counted from what they hold: by their
+            // local or UTC date, without the no-device/failed split or the scheduler's day-level counts.
+            try db.execute(
+                sql: """
+                    ALTER TABLE deliveries ADD COLUMN report_day TEXT NOT NULL DEFAULT '';
+                    UPDATE deliveries SET report_day = COALESCE(local_date, date(assigned_at, 'unixepoch'));
+                    CREATE TABLE engagement_days (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        day TEXT NOT NULL,
+                        impulse_id TEXT NOT NULL,
+                        assigned INTEGER NOT NULL DEFAULT 0,
+                        pushed INTEGER NOT NULL DEFAULT 0,
+                        no_device INTEGER NOT NULL DEFAULT 0,
+                        failed INTEGER NOT NULL DEFAULT 0,
+                        fetched INTEGER NOT NULL DEFAULT 0,
+                        read INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (tenant_id, day, impulse_id)
+                    );
+                    CREATE TABLE engagement_read_latency (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        day TEXT NOT NULL,
+                        impulse_id TEXT NOT NULL,
+                        bucket INTEGER NOT NULL,
+                        reads INTEGER NOT NULL,
+                        PRIMARY KEY (tenant_id, day, impulse_id, bucket)
+                    );
+                    CREATE TABLE dispatch_days (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        day TEXT NOT NULL,
+                        due INTEGER NOT NULL DEFAULT 0,
+                        skipped_stale INTEGER NOT NULL DEFAULT 0,
+                        skipped_weekday INTEGER NOT NULL DEFAULT 0,
+                        deferred_quiet_hours INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (tenant_id, day)
+                    );
+                    INSERT INTO engagement_days (tenant_id, day, impulse_id, assigned, pushed, fetched, read)
+                    SELECT tenant_id, report_day, impulse_id, count(*), count(pushed_at), count(fetched_at),
+                        count(read_at)
+                    FROM deliveries GROUP BY tenant_id, report_day, impulse_id;
+                    INSERT INTO engagement_read_latency (tenant_id, day, impulse_id, bucket, reads)
+                    SELECT tenant_id, report_day, impulse_id, \(Self.latencyBucketSQL("read_at - pushed_at")), count(*)
+                    FROM deliveries WHERE read_at IS NOT NULL AND pushed_at IS NOT NULL GROUP BY 1, 2, 3, 4;
+                    INSERT INTO dispatch_days (tenant_id, day, due)
+                    SELECT tenant_id, local_date, count(*) FROM deliveries WHERE kind = 'scheduled'
+                    GROUP BY tenant_id, local_date;
+                    """
+            )
+        }
         return migrator
+    }
+
+    /// The ``ReadLatency`` bucket of a number of seconds, in SQL (both stores' migrations count old reads with it).
+    static func latencyBucketSQL(_ seconds: String) -> String {
+        "CASE "
+            + ReadLatency.bounds.enumerated().map { "WHEN \(seconds) <= \($0.element) THEN \($0.offset)" }
+            .joined(separator: " ") + " ELSE \(ReadLatency.bounds.count) END"
     }
 }

@@ -26,6 +26,7 @@ struct AdminAPI: Sendable {
         addCatalogRoutes(router, api: api, scheme: scheme)
         addImportRoutes(router, api: api, scheme: scheme)
         addMediaRoutes(router, api: api, scheme: scheme)
+        addReportRoutes(router, api: api, scheme: scheme)
         addAPNsCredentialRoutes(router, api: api, scheme: scheme)
     }
 

@@ -115,6 +115,8 @@ extension RESTAPI {
             return "assigned \(impulseID) to \(targetName) and queued its push"
         case "fill":
             let impulses = try await store.impulses(tenant: tenant.id)
+            let now = Date()
+            let day = NewDelivery.reportDay(assignedAt: now, zone: tenant.defaultTimeZone)
             _ = try await ledger.assign(
                 impulses.map {
                     NewDelivery(
@@ -122,7 +124,8 @@ extension RESTAPI {
                         user: caller.user.id,
                         impulse: $0.id,
                         kind: .manual,
-                        assignedAt: Date()
+                        assignedAt: now,
+                        reportDay: day
                     )
                 }
             )

@@ -94,6 +94,9 @@ extension PostgresStore {
                 logger
             )
             try await connection.run("DELETE FROM apns_credentials WHERE tenant_id = \(id)", logger)
+            try await connection.run("DELETE FROM engagement_days WHERE tenant_id = \(id)", logger)
+            try await connection.run("DELETE FROM engagement_read_latency WHERE tenant_id = \(id)", logger)
+            try await connection.run("DELETE FROM dispatch_days WHERE tenant_id = \(id)", logger)
             let deleted = try await connection.run("DELETE FROM tenants WHERE id = \(id) RETURNING 1", logger)
             guard deleted == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             try await self.logChange(connection, tenant: tenant, subject: .catalog)
@@ -268,6 +271,7 @@ extension PostgresStore {
         try await write { [self] connection in
             let recorded = try await self.insert(deliveries, connection)
             try await self.logLedgerChanges(connection, recorded)
+            try await self.recordAssigned(recorded, connection)
             try await self.insertAudit(audit, connection)
             return recorded
         }

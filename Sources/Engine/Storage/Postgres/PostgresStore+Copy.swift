@@ -71,6 +71,26 @@ extension PostgresStore {
                 ("id", .integer), ("tenant_id", .text), ("user_id", .integer), ("impulse_id", .text),
                 ("kind", .text), ("local_date", .text), ("assigned_at", .real), ("pushed_at", .real),
                 ("apns_id", .text), ("fetched_at", .real), ("read_at", .real), ("settled_at", .real),
+                ("report_day", .text),
+            ]
+        ),
+        (
+            "engagement_days",
+            [
+                ("tenant_id", .text), ("day", .text), ("impulse_id", .text), ("assigned", .integer),
+                ("pushed", .integer), ("no_device", .integer), ("failed", .integer), ("fetched", .integer),
+                ("read", .integer),
+            ]
+        ),
+        (
+            "engagement_read_latency",
+            [("tenant_id", .text), ("day", .text), ("impulse_id", .text), ("bucket", .integer), ("reads", .integer)]
+        ),
+        (
+            "dispatch_days",
+            [
+                ("tenant_id", .text), ("day", .text), ("due", .integer), ("skipped_stale", .integer),
+                ("skipped_weekday", .integer), ("deferred_quiet_hours", .integer),
             ]
         ),
         (

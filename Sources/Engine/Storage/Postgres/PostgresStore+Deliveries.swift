@@ -7,6 +7,7 @@ extension PostgresStore {
         return try await write { [self] connection in
             let recorded = try await self.insert(deliveries, connection)
             try await self.logLedgerChanges(connection, recorded)
+            try await self.recordAssigned(recorded, connection)
             return recorded
         }
     }
@@ -31,14 +32,15 @@ extension PostgresStore {
                     FROM UNNEST(\(chunk.map(\.tenant.rawValue)), \(chunk.map(\.user.rawValue)),
                         \(chunk.map(\.impulse.rawValue)), \(chunk.map(\.kind.rawValue)),
                         \(chunk.map { $0.localDate ?? "" }), \(chunk.map(\.assignedAt.unixSeconds)),
-                        \(chunk.map(\.awaitsPush)))
-                        WITH ORDINALITY AS v(tenant, owner, impulse, kind, local_date, assigned_at, awaits, position)
+                        \(chunk.map(\.awaitsPush)), \(chunk.map(\.reportDay)))
+                        WITH ORDINALITY
+                        AS v(tenant, owner, impulse, kind, local_date, assigned_at, awaits, report_day, position)
                     ORDER BY position
                 ), inserted AS (
                     INSERT INTO deliveries (id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at,
-                        settled_at, recorded_by)
+                        settled_at, recorded_by, report_day)
                     SELECT v.id, v.tenant, u.id, v.impulse, v.kind, NULLIF(v.local_date, ''), v.assigned_at,
-                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END, \(nodeID)
+                        CASE WHEN v.awaits THEN NULL ELSE v.assigned_at END, \(nodeID), v.report_day
                     FROM v JOIN users u ON u.id = v.owner AND u.tenant_id = v.tenant
                     WHERE EXISTS (SELECT 1 FROM impulses i WHERE i.tenant_id = v.tenant AND i.id = v.impulse)
                     ORDER BY v.position
@@ -62,7 +64,8 @@ extension PostgresStore {
                         impulse: new.impulse,
                         kind: new.kind,
                         localDate: new.localDate,
-                        assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds)
+                        assignedAt: Date(unixSeconds: new.assignedAt.unixSeconds),
+                        reportDay: new.reportDay
                     )
                 )
             }
@@ -143,7 +146,7 @@ extension PostgresStore {
     public func applyMarks(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
         var pushed: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
-        var settled: [(delivery: Int64, tenant: String, at: Double)] = []
+        var settled: [(delivery: Int64, tenant: String, at: Double, noDevice: Bool)] = []
         var taps: [DeliveryMark] = []
         var seenPushed = Set<Int64>()
         var seenSettled = Set<Int64>()
@@ -153,9 +156,10 @@ extension PostgresStore {
                 if seenPushed.insert(mark.delivery.rawValue).inserted {
                     pushed.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds, apnsID))
                 }
-            case .settled:
+            case .settled, .noDevice:
                 if seenSettled.insert(mark.delivery.rawValue).inserted {
-                    settled.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds))
+                    let noDevice = mark.kind == .noDevice
+                    settled.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds, noDevice))
                 }
             case .fetched, .read: taps.append(mark)
             }
@@ -170,8 +174,17 @@ extension PostgresStore {
                 // fetched and read marks wait for the flush.
                 try await connection.run("SET LOCAL synchronous_commit = off", logger)
             }
+            // Only the deliveries a statement changed count in the reports.
+            var tally = EngagementTally()
+            func count(_ groups: [MarkedGroup], _ field: WritableKeyPath<EngagementCounts, Int>) {
+                for group in groups {
+                    let key = group.key
+                    let field = group.noDevice ? \.noDevice : field
+                    tally.count(field, tenant: key.tenant, day: key.day, impulse: key.impulse, by: group.count)
+                }
+            }
             if !pushed.isEmpty {
-                try await connection.all(
+                let groups = try await connection.all(
                     PushedMarks(
                         ids: pushed.map(\.delivery),
                         tenants: pushed.map(\.tenant),
@@ -180,40 +193,60 @@ extension PostgresStore {
                     ),
                     logger
                 )
+                count(groups, \.pushed)
             }
             if !settled.isEmpty {
-                try await connection.all(
-                    SettledMarks(ids: settled.map(\.delivery), tenants: settled.map(\.tenant), at: settled.map(\.at)),
+                let groups = try await connection.all(
+                    SettledMarks(
+                        ids: settled.map(\.delivery),
+                        tenants: settled.map(\.tenant),
+                        at: settled.map(\.at),
+                        noDevice: settled.map(\.noDevice)
+                    ),
                     logger
                 )
+                count(groups, \.failed)
             }
             var readers: [(tenant: TenantID, subject: StoreChange.Subject)] = []
             for mark in taps {
                 let at = mark.at.unixSeconds
-                if case .read = mark.kind {
-                    for row in try await connection.rows(
-                        """
-                        UPDATE deliveries SET read_at = \(at), fetched_at = COALESCE(fetched_at, \(at))
-                        WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
-                            AND read_at IS NULL
-                        RETURNING user_id
-                        """,
-                        logger
-                    ) {
-                        readers.append((mark.tenant, .ledger(UserID(try row.at(0, as: Int64.self)))))
-                    }
-                } else {
-                    try await connection.run(
-                        """
-                        UPDATE deliveries SET fetched_at = \(at)
-                        WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
-                            AND fetched_at IS NULL
-                        """,
-                        logger
+                // A read is a fetch too, if none came first.
+                for row in try await connection.rows(
+                    """
+                    UPDATE deliveries SET fetched_at = \(at)
+                    WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
+                        AND fetched_at IS NULL
+                    RETURNING report_day, impulse_id
+                    """,
+                    logger
+                ) {
+                    let (day, impulse): (String, String) = (try row.at(0), try row.at(1))
+                    tally.count(\.fetched, tenant: mark.tenant, day: day, impulse: ImpulseID(trusted: impulse))
+                }
+                guard case .read = mark.kind else { continue }
+                for row in try await connection.rows(
+                    """
+                    UPDATE deliveries SET read_at = \(at)
+                    WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
+                        AND read_at IS NULL
+                    RETURNING user_id, report_day, impulse_id, pushed_at
+                    """,
+                    logger
+                ) {
+                    let (user, day, impulse): (Int64, String, String) = (try row.at(0), try row.at(1), try row.at(2))
+                    let pushedAt: Double? = try row.at(3)
+                    readers.append((mark.tenant, .ledger(UserID(user))))
+                    tally.read(
+                        tenant: mark.tenant,
+                        day: day,
+                        impulse: ImpulseID(trusted: impulse),
+                        pushedAt: pushedAt.map(Date.init(unixSeconds:)),
+                        readAt: mark.at
                     )
                 }
             }
             try await self.logChanges(connection, readers)
+            try await self.recordEngagement(tally, connection)
         }
     }
 

@@ -52,20 +52,27 @@ extension PostgresStore {
     }
 
     /// Moves a batch's rows of the due index (compare-and-set on the fire time read), records the delivered date,
-    /// and releases the claims. A next fire time of NaN takes the row out of the index.
+    /// and releases the claims. A next fire time of NaN takes the row out of the index. Returns the users whose
+    /// row moved among those `watched` (a decision the day-level report counts when it took effect).
     struct MoveSchedules: PostgresPreparedStatement {
         static let sql = """
-            UPDATE schedules s SET
-                last_date = CASE WHEN v.delivered = '' THEN s.last_date
-                    ELSE GREATEST(COALESCE(s.last_date, ''), v.delivered) END,
-                fire_at = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_fire, 'NaN') ELSE s.fire_at END,
-                local_date = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_date, '') ELSE s.local_date END,
-                claimed_by = NULL, claimed_until = NULL
-            FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::float8[], $5::text[], $6::text[])
-                AS v(owner, tenant, expected, next_fire, next_date, delivered)
-            WHERE s.user_id = v.owner AND s.tenant_id = v.tenant
+            WITH moved AS (
+                UPDATE schedules s SET
+                    last_date = CASE WHEN v.delivered = '' THEN s.last_date
+                        ELSE GREATEST(COALESCE(s.last_date, ''), v.delivered) END,
+                    fire_at = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_fire, 'NaN') ELSE s.fire_at END,
+                    local_date = CASE WHEN s.fire_at = v.expected THEN NULLIF(v.next_date, '') ELSE s.local_date END,
+                    claimed_by = NULL, claimed_until = NULL
+                FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::float8[], $5::text[], $6::text[],
+                    $7::boolean[]) AS v(owner, tenant, expected, next_fire, next_date, delivered, watched)
+                    -- The row as it was: whether the compare-and-set held, for the watched ones.
+                    LEFT JOIN schedules o ON v.watched AND o.user_id = v.owner AND o.tenant_id = v.tenant
+                WHERE s.user_id = v.owner AND s.tenant_id = v.tenant
+                RETURNING s.user_id, v.watched, o.fire_at = v.expected AS moved
+            )
+            SELECT user_id FROM moved WHERE watched AND moved
             """
-        typealias Row = Void
+        typealias Row = Int64
 
         var users: [Int64]
         var tenants: [String]
@@ -73,19 +80,21 @@ extension PostgresStore {
         var nextFire: [Double]
         var nextDate: [String]
         var delivered: [String]
+        var watched: [Bool]
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 6)
+            var bindings = PostgresBindings(capacity: 7)
             bindings.append(users)
             bindings.append(tenants)
             bindings.append(expected)
             bindings.append(nextFire)
             bindings.append(nextDate)
             bindings.append(delivered)
+            bindings.append(watched)
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws {}
+        func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode(Int64.self) }
     }
 
     /// Pushed marks: the first mark of a delivery wins. A delivery they settle leaves `unsettled_deliveries`.
@@ -96,11 +105,13 @@ extension PostgresStore {
                     settled_at = COALESCE(d.settled_at, v.at)
                 FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS v(id, tenant, at, apns_id)
                 WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
-                RETURNING d.id
+                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id
+            ), settled AS (
+                DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             )
-            DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
+            SELECT tenant_id, report_day, impulse_id, count(*)::bigint, false FROM marked GROUP BY 1, 2, 3
             """
-        typealias Row = Void
+        typealias Row = MarkedGroup
 
         var ids: [Int64]
         var tenants: [String]
@@ -116,35 +127,53 @@ extension PostgresStore {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws {}
+        func decodeRow(_ row: PostgresRow) throws -> MarkedGroup { try MarkedGroup(row) }
     }
 
-    /// Settled marks (rejected or dropped pushes): the first time wins.
+    /// Settled marks (rejected or dropped pushes, or no device): the first time wins.
     struct SettledMarks: PostgresPreparedStatement {
         static let sql = """
             WITH marked AS (
                 UPDATE deliveries d SET settled_at = v.at
-                FROM UNNEST($1::bigint[], $2::text[], $3::float8[]) AS v(id, tenant, at)
+                FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::boolean[]) AS v(id, tenant, at, no_device)
                 WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
-                RETURNING d.id
+                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id, v.no_device
+            ), settled AS (
+                DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             )
-            DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
+            SELECT tenant_id, report_day, impulse_id, count(*)::bigint, no_device FROM marked GROUP BY 1, 2, 3, 5
             """
-        typealias Row = Void
+        typealias Row = MarkedGroup
 
         var ids: [Int64]
         var tenants: [String]
         var at: [Double]
+        var noDevice: [Bool]
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 3)
+            var bindings = PostgresBindings(capacity: 4)
             bindings.append(ids)
             bindings.append(tenants)
             bindings.append(at)
+            bindings.append(noDevice)
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws {}
+        func decodeRow(_ row: PostgresRow) throws -> MarkedGroup { try MarkedGroup(row) }
+    }
+
+    /// The deliveries a mark statement changed, by report row: (tenant, day, impulse, count, no device).
+    struct MarkedGroup: Sendable {
+        var key: EngagementKey
+        var count: Int
+        var noDevice: Bool
+
+        init(_ row: PostgresRow) throws {
+            let (tenant, day, impulse, count, noDevice) = try row.decode((String, String, String, Int64, Bool).self)
+            key = EngagementKey(tenant: TenantID(trusted: tenant), day: day, impulse: ImpulseID(trusted: impulse))
+            self.count = Int(count)
+            self.noDevice = noDevice
+        }
     }
 
     /// A batch's devices, each with its owner's unread count in the tenant (the badge) and time zone.

@@ -88,7 +88,11 @@ extension PostgresStore {
 
     /// Deletes the reminders and records a delivery for each one this transaction deleted: a reminder another
     /// node fired first (or a retry of this batch) is gone, and records nothing.
-    public func fireReminders(_ reminders: [Reminder], at now: Date) async throws -> [Delivery] {
+    public func fireReminders(
+        _ reminders: [Reminder],
+        at now: Date,
+        reportDays: [TenantID: String]
+    ) async throws -> [Delivery] {
         guard !reminders.isEmpty else { return [] }
         return try await write { [self] connection in
             let deleted = Set(
@@ -104,11 +108,13 @@ extension PostgresStore {
                     impulse: $0.impulse,
                     kind: .reminder,
                     assignedAt: now,
-                    awaitsPush: true
+                    awaitsPush: true,
+                    reportDay: reportDays[$0.tenant]
                 )
             }
             let recorded = try await self.insert(fired, connection)
             try await self.logLedgerChanges(connection, recorded)
+            try await self.recordAssigned(recorded, connection)
             return recorded
         }
     }

@@ -115,21 +115,34 @@ extension PostgresStore {
         let distinct = updates.allSatisfy { users.insert($0.user.rawValue).inserted }
         let recorded = try await write { [self] connection in
             let recorded = try await self.insert(updates.compactMap(\.delivery), connection)
+            // The day-level report counts a decision when it took effect: its delivery is new, or its row moved.
+            var tally = EngagementTally()
+            let new = Set(recorded.map(\.user))
+            for update in updates where update.delivery != nil && new.contains(update.user) {
+                if let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
+            }
             let groups = distinct ? [updates[...]] : updates.map { [$0][...] }
             for group in groups {
-                try await connection.all(
+                let moved = try await connection.all(
                     MoveSchedules(
                         users: group.map(\.user.rawValue),
                         tenants: group.map(\.tenant.rawValue),
                         expected: group.map(\.expectedFireAt.unixSeconds),
                         nextFire: group.map { $0.next?.fireAt.unixSeconds ?? .nan },
                         nextDate: group.map { $0.next?.date.description ?? "" },
-                        delivered: group.map { $0.delivery.map { $0.localDate ?? "" } ?? "" }
+                        delivered: group.map { $0.delivery.map { $0.localDate ?? "" } ?? "" },
+                        watched: group.map { $0.delivery == nil && $0.tally != nil }
                     ),
                     logger
                 )
+                let movedUsers = Set(moved)
+                for update in group where update.delivery == nil && movedUsers.contains(update.user.rawValue) {
+                    if let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
+                }
             }
             try await self.logLedgerChanges(connection, recorded)
+            tally.assigned(recorded)
+            try await self.recordEngagement(tally, connection)
             return recorded
         }
         heldClaims.withLock { $0.released(updates.map(\.user.rawValue)) }

@@ -296,6 +296,71 @@ extension PostgresStore {
                 "CREATE INDEX apns_credentials_tenant ON apns_credentials (tenant_id)",
             ]
         ),
+        Migration(
+            version: 10,
+            name: "engagement-reports",
+            statements: [
+                // The reports' daily rows, added to in the transactions that change the ledger (EngagementTally), and
+                // each delivery's report day. Deliveries recorded before are counted from what they hold: by their
+                // local or UTC date, without the no-device/failed split or the scheduler's day-level counts.
+                "ALTER TABLE deliveries ADD COLUMN report_day text NOT NULL DEFAULT ''",
+                """
+                UPDATE deliveries SET report_day =
+                    COALESCE(local_date, to_char(to_timestamp(assigned_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD'))
+                """,
+                """
+                CREATE TABLE engagement_days (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    day text NOT NULL,
+                    impulse_id text NOT NULL,
+                    assigned bigint NOT NULL DEFAULT 0,
+                    pushed bigint NOT NULL DEFAULT 0,
+                    no_device bigint NOT NULL DEFAULT 0,
+                    failed bigint NOT NULL DEFAULT 0,
+                    fetched bigint NOT NULL DEFAULT 0,
+                    read bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (tenant_id, day, impulse_id)
+                )
+                """,
+                """
+                CREATE TABLE engagement_read_latency (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    day text NOT NULL,
+                    impulse_id text NOT NULL,
+                    bucket integer NOT NULL,
+                    reads bigint NOT NULL,
+                    PRIMARY KEY (tenant_id, day, impulse_id, bucket)
+                )
+                """,
+                """
+                CREATE TABLE dispatch_days (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    day text NOT NULL,
+                    due bigint NOT NULL DEFAULT 0,
+                    skipped_stale bigint NOT NULL DEFAULT 0,
+                    skipped_weekday bigint NOT NULL DEFAULT 0,
+                    deferred_quiet_hours bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (tenant_id, day)
+                )
+                """,
+                """
+                INSERT INTO engagement_days (tenant_id, day, impulse_id, assigned, pushed, fetched, read)
+                SELECT tenant_id, report_day, impulse_id, count(*), count(pushed_at), count(fetched_at), count(read_at)
+                FROM deliveries GROUP BY tenant_id, report_day, impulse_id
+                """,
+                """
+                INSERT INTO engagement_read_latency (tenant_id, day, impulse_id, bucket, reads)
+                SELECT tenant_id, report_day, impulse_id, \(SQLiteStore.latencyBucketSQL("read_at - pushed_at")),
+                    count(*)
+                FROM deliveries WHERE read_at IS NOT NULL AND pushed_at IS NOT NULL GROUP BY 1, 2, 3, 4
+                """,
+                """
+                INSERT INTO dispatch_days (tenant_id, day, due)
+                SELECT tenant_id, local_date, count(*) FROM deliveries WHERE kind = 'scheduled'
+                GROUP BY tenant_id, local_date
+                """,
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

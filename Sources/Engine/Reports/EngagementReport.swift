@@ -1,0 +1,172 @@
+import Foundation
+
+/// The daily rows of one tenant over a range of days, as the store keeps them.
+public struct EngagementRecords: Sendable, Equatable {
+    public var engagement: [EngagementKey: EngagementCounts] = [:]
+    /// By day (`yyyy-MM-dd`).
+    public var dispatch: [String: DispatchCounts] = [:]
+
+    public init() {}
+}
+
+/// The reports' port: the pre-aggregated daily rows of a range, read by key (never a scan of the ledger).
+public protocol EngagementStore: Sendable {
+    func engagement(tenant: TenantID, from: LocalDate, through: LocalDate) async throws -> EngagementRecords
+}
+
+/// The days a report covers, both ends included.
+public struct ReportRange: Sendable, Equatable {
+    public static let maximumDays = 366
+    public static let defaultDays = 30
+
+    public var from: LocalDate
+    public var through: LocalDate
+
+    /// `from` and `to` as `yyyy-MM-dd`; without them, the 30 days through `today` (the tenant's date).
+    public init(from: String?, to: String?, today: LocalDate) throws(EngineError) {
+        let through = try to.map { text throws(EngineError) in try Self.parse(text, "to") } ?? today
+        let from =
+            try from.map { text throws(EngineError) in try Self.parse(text, "from") }
+            ?? through.adding(days: 1 - Self.defaultDays)
+        guard from <= through else { throw EngineError(.invalidInput, "from (\(from)) is after to (\(through))") }
+        guard through.dayNumber - from.dayNumber < Self.maximumDays else {
+            throw EngineError(.invalidInput, "a report covers at most \(Self.maximumDays) days")
+        }
+        self.from = from
+        self.through = through
+    }
+
+    private static func parse(_ text: String, _ name: String) throws(EngineError) -> LocalDate {
+        do {
+            return try LocalDate(parsing: text)
+        } catch {
+            throw EngineError(.invalidInput, "\(name) must be a date as yyyy-MM-dd")
+        }
+    }
+
+    public var days: [LocalDate] { (from.dayNumber...through.dayNumber).map(LocalDate.init(dayNumber:)) }
+}
+
+/// A tenant's engagement over a range: per day (every day of the range, with the scheduler's counts), per impulse
+/// and per life area. Pure: built from the store's daily rows and the catalog.
+public struct EngagementReport: Sendable, Equatable {
+    public struct Day: Sendable, Equatable {
+        public var day: LocalDate
+        public var dispatch: DispatchCounts
+        public var counts: EngagementCounts
+    }
+
+    public struct ImpulseRow: Sendable, Equatable {
+        public var impulse: ImpulseID
+        /// Nil for an impulse no longer in the catalog.
+        public var title: String?
+        public var lifeArea: LifeArea?
+        public var counts: EngagementCounts
+    }
+
+    public struct LifeAreaRow: Sendable, Equatable {
+        /// Nil for deliveries of impulses no longer in the catalog.
+        public var lifeArea: LifeArea?
+        public var counts: EngagementCounts
+    }
+
+    public var tenant: TenantID
+    public var range: ReportRange
+    public var days: [Day]
+    /// Most assigned first.
+    public var impulses: [ImpulseRow]
+    /// In the life areas' order, then the unknown one.
+    public var lifeAreas: [LifeAreaRow]
+    public var total: EngagementCounts
+
+    public init(tenant: TenantID, range: ReportRange, records: EngagementRecords, catalog: [Impulse]) {
+        self.tenant = tenant
+        self.range = range
+        var perDay: [String: EngagementCounts] = [:]
+        var perImpulse: [ImpulseID: EngagementCounts] = [:]
+        var total = EngagementCounts()
+        for (key, counts) in records.engagement {
+            perDay[key.day, default: EngagementCounts()].add(counts)
+            perImpulse[key.impulse, default: EngagementCounts()].add(counts)
+            total.add(counts)
+        }
+        days = range.days.map { day in
+            Day(
+                day: day,
+                dispatch: records.dispatch[day.description] ?? DispatchCounts(),
+                counts: perDay[day.description] ?? EngagementCounts()
+            )
+        }
+        let byID = Dictionary(catalog.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        impulses = perImpulse.map { id, counts in
+            ImpulseRow(impulse: id, title: byID[id]?.title, lifeArea: byID[id]?.lifeArea, counts: counts)
+        }
+        .sorted { ($0.counts.assigned, $1.impulse.rawValue) > ($1.counts.assigned, $0.impulse.rawValue) }
+        var perArea: [LifeArea?: EngagementCounts] = [:]
+        for row in impulses { perArea[row.lifeArea, default: EngagementCounts()].add(row.counts) }
+        lifeAreas = (LifeArea.allCases.map { Optional($0) } + [nil]).compactMap { area in
+            perArea[area].map { LifeAreaRow(lifeArea: area, counts: $0) }
+        }
+        self.total = total
+    }
+}
+
+// MARK: CSV
+
+extension EngagementReport {
+    public enum Table: String, Sendable, CaseIterable {
+        case days, impulses
+        case lifeAreas = "life-areas"
+    }
+
+    static let countHeader = [
+        "assigned", "pushed", "no_device", "failed", "fetched", "read", "read_rate", "median_seconds_to_read",
+    ]
+
+    /// One table as CSV (RFC 4180, CRLF): a header row, then a row per day, impulse or life area.
+    public func csv(_ table: Table) -> String {
+        var rows: [[String]] = []
+        switch table {
+        case .days:
+            rows.append(
+                ["day", "active", "due", "skipped_weekday", "skipped_stale", "deferred_quiet_hours"] + Self.countHeader
+            )
+            for day in days {
+                let dispatch = day.dispatch
+                rows.append(
+                    [
+                        day.day.description, "\(dispatch.active)", "\(dispatch.due)", "\(dispatch.skippedWeekday)",
+                        "\(dispatch.skippedStale)", "\(dispatch.deferredQuietHours)",
+                    ] + Self.cells(day.counts)
+                )
+            }
+        case .impulses:
+            rows.append(["impulse_id", "title", "life_area"] + Self.countHeader)
+            for row in impulses {
+                rows.append(
+                    ["\(row.impulse)", row.title ?? "", row.lifeArea?.rawValue ?? ""] + Self.cells(row.counts)
+                )
+            }
+        case .lifeAreas:
+            rows.append(["life_area"] + Self.countHeader)
+            for row in lifeAreas { rows.append([row.lifeArea?.rawValue ?? ""] + Self.cells(row.counts)) }
+        }
+        return rows.map { $0.map(Self.field).joined(separator: ",") + "\r\n" }.joined()
+    }
+
+    static func cells(_ counts: EngagementCounts) -> [String] {
+        [
+            "\(counts.assigned)", "\(counts.pushed)", "\(counts.noDevice)", "\(counts.failed)", "\(counts.fetched)",
+            "\(counts.read)", counts.readRate.map { String(format: "%.4f", $0) } ?? "",
+            counts.medianSecondsToRead.map { String(Int($0.rounded())) } ?? "",
+        ]
+    }
+
+    /// A quoted field when it must be; text a spreadsheet would run as a formula starts with an apostrophe.
+    static func field(_ text: String) -> String {
+        var text = text
+        if let first = text.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) { text = "'" + text }
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import GRDB
+
+extension SQLiteStore {
+    /// Adds a transaction's tally to the reports' daily rows, in key order, inside that transaction.
+    func recordEngagement(_ tally: EngagementTally, _ db: Database) throws {
+        guard !tally.isEmpty else { return }
+        let engagement = try db.cachedStatement(
+            sql: """
+                INSERT INTO engagement_days (tenant_id, day, impulse_id, assigned, pushed, no_device, failed, fetched,
+                    read)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, day, impulse_id) DO UPDATE SET
+                    assigned = assigned + excluded.assigned, pushed = pushed + excluded.pushed,
+                    no_device = no_device + excluded.no_device, failed = failed + excluded.failed,
+                    fetched = fetched + excluded.fetched, read = read + excluded.read
+                """
+        )
+        let latency = try db.cachedStatement(
+            sql: """
+                INSERT INTO engagement_read_latency (tenant_id, day, impulse_id, bucket, reads) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, day, impulse_id, bucket) DO UPDATE SET reads = reads + excluded.reads
+                """
+        )
+        for (key, counts) in tally.engagementRows {
+            try engagement.execute(arguments: [
+                key.tenant.rawValue, key.day, key.impulse.rawValue, counts.assigned, counts.pushed, counts.noDevice,
+                counts.failed, counts.fetched, counts.read,
+            ])
+            for (bucket, reads) in counts.readLatency.enumerated() where reads > 0 {
+                try latency.execute(arguments: [key.tenant.rawValue, key.day, key.impulse.rawValue, bucket, reads])
+            }
+        }
+        let dispatch = try db.cachedStatement(
+            sql: """
+                INSERT INTO dispatch_days (tenant_id, day, due, skipped_stale, skipped_weekday, deferred_quiet_hours)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, day) DO UPDATE SET
+                    due = due + excluded.due, skipped_stale = skipped_stale + excluded.skipped_stale,
+                    skipped_weekday = skipped_weekday + excluded.skipped_weekday,
+                    deferred_quiet_hours = deferred_quiet_hours + excluded.deferred_quiet_hours
+                """
+        )
+        for (key, counts) in tally.dispatchRows {
+            try dispatch.execute(arguments: [
+                key.tenant.rawValue, key.day, counts.due, counts.skippedStale, counts.skippedWeekday,
+                counts.deferredQuietHours,
+            ])
+        }
+    }
+
+    /// The report's reads, by key range: a tenant's rows, engagement, read latency and dispatch, of a range of days.
+    static let engagementSQL = [
+        """
+        SELECT day, impulse_id, assigned, pushed, no_device, failed, fetched, read FROM engagement_days
+        WHERE tenant_id = ? AND day BETWEEN ? AND ?
+        """,
+        """
+        SELECT day, impulse_id, bucket, reads FROM engagement_read_latency
+        WHERE tenant_id = ? AND day BETWEEN ? AND ?
+        """,
+        """
+        SELECT day, due, skipped_stale, skipped_weekday, deferred_quiet_hours FROM dispatch_days
+        WHERE tenant_id = ? AND day BETWEEN ? AND ?
+        """,
+    ]
+
+    public func engagement(tenant: TenantID, from: LocalDate, through: LocalDate) async throws -> EngagementRecords {
+        try await read { db in
+            let arguments: StatementArguments = [tenant.rawValue, from.description, through.description]
+            var records = EngagementRecords()
+            for row in try Row.fetchAll(
+                db,
+                sql: Self.engagementSQL[0],
+                arguments: arguments
+            ) {
+                var counts = EngagementCounts()
+                (counts.assigned, counts.pushed, counts.noDevice) = (row[2], row[3], row[4])
+                (counts.failed, counts.fetched, counts.read) = (row[5], row[6], row[7])
+                records.engagement[EngagementKey(tenant: tenant, day: row[0], impulse: ImpulseID(trusted: row[1]))] =
+                    counts
+            }
+            for row in try Row.fetchAll(
+                db,
+                sql: Self.engagementSQL[1],
+                arguments: arguments
+            ) {
+                let key = EngagementKey(tenant: tenant, day: row[0], impulse: ImpulseID(trusted: row[1]))
+                let bucket: Int = row[2]
+                guard records.engagement[key] != nil, bucket >= 0, bucket <= ReadLatency.bounds.count else { continue }
+                records.engagement[key]?.readLatency[bucket] += row[3]
+            }
+            for row in try Row.fetchAll(
+                db,
+                sql: Self.engagementSQL[2],
+                arguments: arguments
+            ) {
+                var counts = DispatchCounts()
+                (counts.due, counts.skippedStale, counts.skippedWeekday) = (row[1], row[2], row[3])
+                counts.deferredQuietHours = row[4]
+                records.dispatch[row[0]] = counts
+            }
+            return records
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Engine
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Counts as the reports show them, with the read rate and the median time from push to read.
+struct EngagementCountsBody: Encodable, Sendable {
+    var assigned: Int
+    var pushed: Int
+    var noDevice: Int
+    var failed: Int
+    var fetched: Int
+    var read: Int
+    var readRate: Double?
+    var medianSecondsToRead: Int?
+
+    init(_ counts: EngagementCounts) {
+        (assigned, pushed, noDevice, failed) = (counts.assigned, counts.pushed, counts.noDevice, counts.failed)
+        (fetched, read, readRate) = (counts.fetched, counts.read, counts.readRate)
+        medianSecondsToRead = counts.medianSecondsToRead.map { Int($0.rounded()) }
+    }
+}
+
+struct DispatchCountsBody: Encodable, Sendable {
+    var active: Int
+    var due: Int
+    var skippedWeekday: Int
+    var skippedStale: Int
+    var deferredQuietHours: Int
+
+    init(_ counts: DispatchCounts) {
+        (active, due, skippedWeekday) = (counts.active, counts.due, counts.skippedWeekday)
+        (skippedStale, deferredQuietHours) = (counts.skippedStale, counts.deferredQuietHours)
+    }
+}
+
+/// A tenant's engagement report: per day, per impulse, per life area, and in total.
+struct EngagementReportBody: Encodable, Sendable {
+    struct Day: Encodable, Sendable {
+        var day: String
+        var dispatch: DispatchCountsBody
+        var counts: EngagementCountsBody
+    }
+
+    struct Impulse: Encodable, Sendable {
+        var impulseID: String
+        var title: String?
+        var lifeArea: String?
+        var counts: EngagementCountsBody
+    }
+
+    struct LifeArea: Encodable, Sendable {
+        var lifeArea: String?
+        var counts: EngagementCountsBody
+    }
+
+    var tenant: String
+    var from: String
+    var to: String
+    var total: EngagementCountsBody
+    var days: [Day]
+    var impulses: [Impulse]
+    var lifeAreas: [LifeArea]
+
+    init(_ report: EngagementReport) {
+        tenant = report.tenant.rawValue
+        from = report.range.from.description
+        to = report.range.through.description
+        total = EngagementCountsBody(report.total)
+        days = report.days.map {
+            Day(
+                day: $0.day.description,
+                dispatch: DispatchCountsBody($0.dispatch),
+                counts: EngagementCountsBody($0.counts)
+            )
+        }
+        impulses = report.impulses.map {
+            Impulse(
+                impulseID: $0.impulse.rawValue,
+                title: $0.title,
+                lifeArea: $0.lifeArea?.rawValue,
+                counts: EngagementCountsBody($0.counts)
+            )
+        }
+        lifeAreas = report.lifeAreas.map {
+            LifeArea(lifeArea: $0.lifeArea?.rawValue, counts: EngagementCountsBody($0.counts))
+        }
+    }
+}
+
+extension AdminAPI {
+    /// The engagement report of a range of days (`from`, `to`; the last 30 days without them), as JSON, or one of
+    /// its tables as CSV (`/reports/engagement/days.csv`, `impulses.csv`, `life-areas.csv`).
+    func addReportRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
+        @Sendable func report(
+            _ request: Request,
+            _ actor: AdminActor,
+            _ tenant: Tenant
+        ) async throws -> EngagementReport {
+            try await administration.engagementReport(
+                tenant: tenant.id,
+                from: request.uri.queryParameters["from"].map(String.init),
+                to: request.uri.queryParameters["to"].map(String.init),
+                by: actor
+            )
+        }
+        tenantResource(
+            router,
+            "/reports/engagement",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, _, actor, tenant in
+                    try Representation.response(
+                        EngagementReportBody(try await report(request, actor, tenant)),
+                        for: request
+                    )
+                }
+            ]
+        )
+        tenantResource(
+            router,
+            "/reports/engagement/:table",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, context, actor, tenant in
+                    let file = try Self.parameter("table", context)
+                    guard file.hasSuffix(".csv"), let table = EngagementReport.Table(rawValue: String(file.dropLast(4)))
+                    else {
+                        throw Problem(
+                            .notFound,
+                            "not-found",
+                            "the report's tables are days.csv, impulses.csv and life-areas.csv"
+                        )
+                    }
+                    let report = try await report(request, actor, tenant)
+                    let name =
+                        "engagement-\(tenant.id)-\(table.rawValue)-\(report.range.from)-\(report.range.through).csv"
+                    return Response(
+                        status: .ok,
+                        headers: [
+                            .contentType: "text/csv; charset=utf-8; header=present",
+                            .contentDisposition: "attachment; filename=\"\(name)\"",
+                            .cacheControl: "no-store",
+                        ],
+                        body: .init(byteBuffer: ByteBuffer(string: report.csv(table)))
+                    )
+                }
+            ]
+        )
+    }
+}
