@@ -86,6 +86,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // The webhook dispatcher's HTTPS client.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             // The OpenAPI document of the whole HTTP surface, served at /openapi.json.
             resources: [.copy("REST/openapi.json")],

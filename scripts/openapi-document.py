@@ -397,6 +397,48 @@ paths["/t/{tenant}/admin/v1/reports/engagement/{table}"] = {
                        "content": {"text/csv": {"schema": {"type": "string"}}}}, "default": problem_default()},
               ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv"]})])}
 
+WEBHOOK_EVENTS = ["delivery.pushed", "delivery.failed", "delivery.read", "device.removed", "user.created", "user.deleted"]
+S["Webhook"] = {"type": "object", "additionalProperties": False,
+  "required": ["id", "url", "events", "enabled", "createdAt", "pending", "delivered", "dropped"],
+  "properties": {"id": {"type": "string"}, "url": {"type": "string", "format": "uri"},
+    "events": {"type": "array", "items": {"type": "string", "enum": WEBHOOK_EVENTS}},
+    "enabled": {"type": "boolean"}, "createdAt": {"type": "string", "format": "date-time"},
+    "secret": {"type": "string", "description": "only in the answer that created or rotated it: signs every event (Impulse-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)"},
+    "previousSecretExpiresAt": {"type": "string", "format": "date-time", "description": "until then the previous secret signs too (a second v1)"},
+    "pending": {**count, "description": "events waiting for the endpoint"},
+    "delivered": {**count, "description": "events the endpoint answered 2xx"},
+    "dropped": {**count, "description": "events given up: failing for a day, or not queued because the tenant's queue was full"},
+    "lastAttemptAt": {"type": "string", "format": "date-time"}, "lastStatus": {"type": "integer"}, "lastError": {"type": "string"}}}
+S["WebhookPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("Webhook")}, "next": nullable("string")}}
+S["WebhookSettings"] = {"type": "object", "additionalProperties": False,
+  "properties": {"url": {"type": "string", "description": "https only; not this machine or a private network unless the operator allows it"},
+    "events": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": WEBHOOK_EVENTS}}, "enabled": {"type": "boolean"}}}
+S["WebhookAttempt"] = {"type": "object", "additionalProperties": False,
+  "required": ["eventID", "event", "at", "outcome", "durationMilliseconds"],
+  "properties": {"eventID": {"type": "string"}, "event": {"type": "string", "enum": WEBHOOK_EVENTS},
+    "at": {"type": "string", "format": "date-time"}, "outcome": {"type": "string", "enum": ["delivered", "retry", "dropped"]},
+    "status": {"type": "integer"}, "error": {"type": "string"}, "durationMilliseconds": count}}
+S["WebhookAttemptPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("WebhookAttempt")}, "next": nullable("string")}}
+hook = p("webhook", "the endpoint's id")
+paths["/t/{tenant}/admin/v1/webhooks"] = {
+    "get": op("The tenant's webhook endpoints, with their queues and counts", json_response("the endpoints", "WebhookPage"), ADMIN, params=[ten], tags=TA),
+    "post": op("Registers a webhook endpoint (url and events); the answer holds its secret, shown only here",
+               json_response("registered; Location names it", "Webhook", "201"), ADMIN, params=[ten], body=jbody("WebhookSettings"), tags=TA,
+               desc="Events are queued in the transaction of the change they tell of, sent as POSTs of JSON ({id, type, createdAt, tenant, data}) signed in Impulse-Signature, at least once and in order per user, retried with backoff for a day, then dropped and counted. At most 10 endpoints per tenant.")}
+paths["/t/{tenant}/admin/v1/webhooks/{webhook}"] = {
+    "get": op("A webhook endpoint", json_response("the endpoint", "Webhook"), ADMIN, params=[ten, hook], tags=TA),
+    "patch": op("Changes an endpoint's url, events or enabled", json_response("the endpoint", "Webhook"), ADMIN, params=[ten, hook],
+                body=jbody("WebhookSettings"), tags=TA),
+    "delete": op("Deletes an endpoint with the events waiting for it", NO_CONTENT, ADMIN, params=[ten, hook], tags=TA)}
+paths["/t/{tenant}/admin/v1/webhooks/{webhook}/secret"] = {
+    "post": op("Rotates the endpoint's secret: the answer holds the new one; the previous one signs too for a day",
+               json_response("the endpoint with its new secret", "Webhook"), ADMIN, params=[ten, hook], tags=TA)}
+paths["/t/{tenant}/admin/v1/webhooks/{webhook}/attempts"] = {
+    "get": op("The endpoint's latest attempts, newest first (the last 100 are kept)", json_response("the attempts", "WebhookAttemptPage"), ADMIN,
+              params=[ten, hook, q("limit", {"type": "integer", "minimum": 1, "maximum": 100}, "at most this many (50)")], tags=TA)}
+
 idem = {"name": "Idempotency-Key", "in": "header", "required": False,
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
         "description": "a retry with the same key (and the same request) answers the first result and writes nothing again; another request under the key is refused (422)"}

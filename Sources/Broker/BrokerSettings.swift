@@ -59,6 +59,9 @@ struct ConfigFile: Decodable {
     var requestDeadlineSeconds: Int?
     var maxRequestsInFlight: Int?
     var maxRequestsInFlightPerTenant: Int?
+    var webhookPrivateAddresses: Bool?
+    var webhookTrustRootsFile: String?
+    var webhookTimeoutSeconds: Int?
 }
 
 /// Resolved settings: flags win over environment variables, which win over the file, which wins over defaults.
@@ -89,6 +92,7 @@ struct BrokerSettings {
     var requestDeadlineSeconds: Int
     var admission: AdmissionLimits
     var operatorToken: String?
+    var webhooks: WebhookConfiguration
 
     init(options: CommonOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         var file = ConfigFile()
@@ -244,6 +248,21 @@ struct BrokerSettings {
             ),
             stallTimeout: .seconds(try number("BROKER_STALL_TIMEOUT_SECONDS", file.stallTimeoutSeconds, 30, 1...3600))
         )
+        let privateAddresses = environment["BROKER_WEBHOOK_PRIVATE_ADDRESSES"].flatMap { $0.isEmpty ? nil : $0 }
+        guard privateAddresses == nil || ["on", "off"].contains(privateAddresses) else {
+            throw ValidationError("BROKER_WEBHOOK_PRIVATE_ADDRESSES must be on or off")
+        }
+        let trustRoots = pick(nil, "BROKER_WEBHOOK_TRUST_ROOTS_FILE", file.webhookTrustRootsFile)
+        if let trustRoots, !FileManager.default.isReadableFile(atPath: trustRoots) {
+            throw ValidationError("cannot read the webhook trust roots file \(trustRoots)")
+        }
+        webhooks = WebhookConfiguration(
+            policy: WebhookTargetPolicy(
+                allowPrivateAddresses: privateAddresses.map { $0 == "on" } ?? file.webhookPrivateAddresses ?? false
+            ),
+            trustRootsFile: trustRoots,
+            timeout: .seconds(try number("BROKER_WEBHOOK_TIMEOUT_SECONDS", file.webhookTimeoutSeconds, 10, 1...120))
+        )
         apns = try (file.apns ?? APNsFileSettings()).overridden(by: environment).setup()
         do throws(EngineError) {
             operatorToken = try Self.secret(
@@ -294,6 +313,7 @@ struct BrokerSettings {
             admin: admin
         )
         configuration.credentialKey = credentialKey
+        configuration.webhooks = webhooks
         return configuration
     }
 

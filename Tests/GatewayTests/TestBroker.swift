@@ -147,6 +147,7 @@ struct TestBroker: Sendable {
         requestDeadline: Duration = .seconds(10),
         busyTimeout: Duration = .seconds(5),
         admission: AdmissionLimits = AdmissionLimits(),
+        webhooks: WebhookConfiguration = WebhookConfiguration(),
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -191,6 +192,7 @@ struct TestBroker: Sendable {
             admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }
         )
         configuration.apns = apns
+        configuration.webhooks = webhooks
         configuration.credentialKey = credentialKey
         // The whole suite on two cores (and a PostgreSQL server) can take more than the broker's 10 s to unwind a
         // cancelled service: ServiceLifecycle would stop the test process. CI once crashed so (stop 27).

@@ -7,7 +7,7 @@ import Foundation
 /// `.unknownTenant`: nothing tells them the other tenant exists.
 public struct Administration: Sendable {
     public typealias Store = AdministrationStore & TenantStore & UserStore & DeviceStore & LedgerStore
-        & ReminderStore & CatalogStore & APNsCredentialStore & EngagementStore
+        & ReminderStore & CatalogStore & APNsCredentialStore & EngagementStore & WebhookStore
 
     /// Turns a password into the hash to store (bcrypt, done by the caller's layer).
     public typealias PasswordHasher = @Sendable (String) async throws -> String

@@ -86,9 +86,15 @@ extension SQLiteStore {
             try db.execute(sql: "DELETE FROM impulses WHERE tenant_id = ?", arguments: [id])
             report.impulses = db.changesCount
             try db.execute(sql: "DELETE FROM apns_credentials WHERE tenant_id = ?", arguments: [id])
-            for table in ["engagement_days", "engagement_read_latency", "dispatch_days"] {
+            for table in ["engagement_days", "engagement_read_latency", "dispatch_days", "webhook_outbox"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE tenant_id = ?", arguments: [id])
             }
+            try db.execute(
+                sql:
+                    "DELETE FROM webhook_attempts WHERE endpoint_id IN (SELECT id FROM webhook_endpoints WHERE tenant_id = ?)",
+                arguments: [id]
+            )
+            try db.execute(sql: "DELETE FROM webhook_endpoints WHERE tenant_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM tenants WHERE id = ?", arguments: [id])
             guard db.changesCount == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             // Other processes drop what they cached of the tenant.
@@ -102,9 +108,22 @@ extension SQLiteStore {
     public func createUser(_ user: NewUser, audit: AuditEntry) async throws -> User {
         try await write { db in
             let created = try self.insertUser(user, db, at: Date())
+            try self.queueUserEvents(.userCreated, [created], db)
             try Self.insertAudit(audit, db)
             return created
         }
+    }
+
+    /// Queues `user.created` or `user.deleted` for the users, if an endpoint of their tenant listens.
+    func queueUserEvents(_ event: WebhookEvent, _ users: [User], _ db: Database) throws {
+        guard let first = users.first else { return }
+        let subscriptions = try webhookSubscriptions(db)
+        guard subscriptions.contains(first.tenant, event) else { return }
+        let now = Date()
+        try queueWebhookEvents(
+            users.map { .user(event, tenant: $0.tenant, user: $0.id, username: $0.username, at: now) },
+            db
+        )
     }
 
     public func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User {
@@ -122,10 +141,12 @@ extension SQLiteStore {
     public func writeUsers(_ writes: [UserWrite], audit: [AuditEntry]) async throws {
         try await write { db in
             let now = Date()
+            var created: [User] = []
             for write in writes {
                 switch write {
                 case .create(let new, let enabled, _):
                     var user = try self.insertUser(new, db, at: now)
+                    created.append(user)
                     if !enabled {
                         user.enabled = false
                         try self.applyUpdate(user, passwordHash: nil, db)
@@ -136,6 +157,7 @@ extension SQLiteStore {
                     break
                 }
             }
+            try self.queueUserEvents(.userCreated, created, db)
             for entry in audit { try Self.insertAudit(entry, db) }
         }
     }
@@ -177,6 +199,12 @@ extension SQLiteStore {
                 )
             else { throw EngineError(.notFound, "no such user") }
             var report = ErasureReport(users: 1)
+            if try self.webhookSubscriptions(db).contains(tenant, .userDeleted) {
+                try self.queueWebhookEvents(
+                    [.user(.userDeleted, tenant: tenant, user: user, username: username, at: Date())],
+                    db
+                )
+            }
             try db.execute(sql: "DELETE FROM devices WHERE tenant_id = ? AND user_id = ?", arguments: arguments)
             report.devices = db.changesCount
             try db.execute(sql: "DELETE FROM deliveries WHERE tenant_id = ? AND user_id = ?", arguments: arguments)

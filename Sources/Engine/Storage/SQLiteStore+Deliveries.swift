@@ -120,7 +120,7 @@ extension SQLiteStore {
             let read = try db.cachedStatement(
                 sql: """
                     UPDATE deliveries SET read_at = ? WHERE id = ? AND tenant_id = ? AND read_at IS NULL
-                    RETURNING \(Self.reportColumns), pushed_at, user_id
+                    RETURNING \(Self.reportColumns), pushed_at
                     """
             )
             let pushed = try db.cachedStatement(
@@ -135,35 +135,34 @@ extension SQLiteStore {
             let settled = try db.cachedStatement(
                 sql: """
                     UPDATE deliveries SET settled_at = ?3 WHERE id = ?1 AND tenant_id = ?2 AND settled_at IS NULL
-                    RETURNING \(Self.reportColumns), id
+                    RETURNING \(Self.reportColumns)
                     """
             )
-            var tally = EngagementTally()
+            var effects = MarkEffects(subscriptions: try self.webhookSubscriptions(db))
             var noDevice = Set<Int64>()
+            var apnsIDs: [Int64: String] = [:]
             var taps: [DeliveryMark] = []
-            func count(_ field: WritableKeyPath<EngagementCounts, Int>, _ statement: Statement) throws {
+            let now = Date()
+            /// The rows a statement changed: (tenant, report day, impulse, delivery, user) first.
+            func changed(_ statement: Statement, _ change: (Row) -> MarkEffects.Change) throws {
                 let rows = try Row.fetchCursor(statement)
                 while let row = try rows.next() {
-                    tally.count(
-                        field,
+                    effects.changed(
+                        change(row),
                         tenant: TenantID(trusted: row[0]),
                         day: row[1],
-                        impulse: ImpulseID(trusted: row[2])
+                        impulse: ImpulseID(trusted: row[2]),
+                        delivery: row[3],
+                        user: row[4],
+                        at: now
                     )
                 }
             }
-            func countSettled(_ statement: Statement) throws {
-                let rows = try Row.fetchCursor(statement)
-                while let row = try rows.next() {
-                    let field: WritableKeyPath<EngagementCounts, Int> =
-                        noDevice.contains(row[3]) ? \.noDevice : \.failed
-                    tally.count(
-                        field,
-                        tenant: TenantID(trusted: row[0]),
-                        day: row[1],
-                        impulse: ImpulseID(trusted: row[2])
-                    )
-                }
+            func pushedRows(_ statement: Statement) throws {
+                try changed(statement) { .pushed(apnsID: apnsIDs[$0[3]]) }
+            }
+            func settledRows(_ statement: Statement) throws {
+                try changed(statement) { .failed(noDevice: noDevice.contains($0[3])) }
             }
             // Pushed marks (nearly all of them in a burst) and settled ones (rejected pushes: a third of them with
             // 30% dead tokens) go 64 to a statement; the rest one by one, below.
@@ -174,6 +173,7 @@ extension SQLiteStore {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
                 case .pushed(let apnsID):
+                    if !effects.subscriptions.isEmpty { apnsIDs[mark.delivery.rawValue] = apnsID }
                     pushedMarks.append((mark.delivery.rawValue, mark.tenant.rawValue, at, apnsID))
                     if pushedMarks.count == Self.marksPerStatement {
                         // One flat argument list, filled in place (no array per mark on this path).
@@ -187,7 +187,7 @@ extension SQLiteStore {
                         }
                         let statement = try db.cachedStatement(sql: Self.pushedMarksSQL)
                         try statement.bindPositionally(values)
-                        try count(\.pushed, statement)
+                        try pushedRows(statement)
                         pushedMarks.removeAll(keepingCapacity: true)
                     }
                 case .settled, .noDevice:
@@ -198,7 +198,7 @@ extension SQLiteStore {
                     if settledMarks.count == 3 * Self.marksPerStatement {
                         let statement = try db.cachedStatement(sql: Self.settledMarksSQL)
                         try statement.bindPositionally(settledMarks)
-                        try countSettled(statement)
+                        try settledRows(statement)
                         settledMarks.removeAll(keepingCapacity: true)
                     }
                 case .fetched, .read:
@@ -207,11 +207,11 @@ extension SQLiteStore {
             }
             for mark in pushedMarks {
                 try pushed.setArguments([mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
-                try count(\.pushed, pushed)
+                try pushedRows(pushed)
             }
             for start in stride(from: 0, to: settledMarks.count, by: 3) {
                 try settled.bindPositionally(Array(settledMarks[start..<start + 3]))
-                try countSettled(settled)
+                try settledRows(settled)
             }
             // A user's taps after the pushes (as PostgreSQL's store applies them): a read's time from its push
             // is known when both are in one batch.
@@ -219,25 +219,27 @@ extension SQLiteStore {
                 let at = mark.at.unixSeconds
                 // A read is a fetch too, if none came first.
                 try fetched.setArguments([at, mark.delivery.rawValue, mark.tenant.rawValue])
-                try count(\.fetched, fetched)
+                try changed(fetched) { _ in .fetched }
                 guard case .read = mark.kind else { continue }
                 try read.setArguments([at, mark.delivery.rawValue, mark.tenant.rawValue])
-                guard let row = try Row.fetchOne(read) else { continue }
-                tally.read(
-                    tenant: mark.tenant,
-                    day: row[1],
-                    impulse: ImpulseID(trusted: row[2]),
-                    pushedAt: (row[3] as Double?).map(Date.init(unixSeconds:)),
-                    readAt: mark.at
-                )
-                try self.logChange(db, tenant: mark.tenant, subject: .ledger(UserID(row[4])))
+                var reader: Int64?
+                try changed(read) { row in
+                    reader = row[4]
+                    return .read(pushedAt: (row[5] as Double?).map(Date.init(unixSeconds:)), readAt: mark.at)
+                }
+                if let reader { try self.logChange(db, tenant: mark.tenant, subject: .ledger(UserID(reader))) }
             }
-            try self.recordEngagement(tally, db)
+            try self.recordEngagement(effects.tally, db)
+            let users = effects.users
+            if !users.isEmpty {
+                try self.queueWebhookEvents(effects.records(usernames: try self.usernames(users, db)), db)
+            }
         }
     }
 
-    /// What a changed delivery tells the reports, first in each `RETURNING`: (tenant, report day, impulse).
-    static let reportColumns = "tenant_id, report_day, impulse_id"
+    /// What a changed delivery tells the reports and webhooks, first in each `RETURNING`: (tenant, report day,
+    /// impulse, delivery, user).
+    static let reportColumns = "tenant_id, report_day, impulse_id, id, user_id"
 
     /// Pushed or settled marks per multi-row statement.
     static let marksPerStatement = 64
@@ -248,7 +250,7 @@ extension SQLiteStore {
         UPDATE deliveries SET settled_at = v.column3
         FROM (VALUES \(Array(repeating: "(?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.settled_at IS NULL
-        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id
+        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id, deliveries.user_id
         """
 
     /// `marksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
@@ -258,7 +260,7 @@ extension SQLiteStore {
             settled_at = COALESCE(deliveries.settled_at, v.column3)
         FROM (VALUES \(Array(repeating: "(?,?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.pushed_at IS NULL
-        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id
+        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id, deliveries.user_id
         """
 
     public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {

@@ -59,7 +59,24 @@ extension SQLiteStore {
                     """,
                 arguments: [tenant.rawValue, topic, token.rawValue, owner.rawValue]
             )
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            if try self.webhookSubscriptions(db).contains(tenant, .deviceRemoved) {
+                let username = try self.usernames([owner.rawValue], db)[owner.rawValue]
+                try self.queueWebhookEvents(
+                    [
+                        .deviceRemoved(
+                            tenant: tenant,
+                            user: owner,
+                            username: username,
+                            token: token.rawValue,
+                            reason: "unregistered",
+                            at: Date()
+                        )
+                    ],
+                    db
+                )
+            }
+            return true
         }
     }
 
@@ -104,20 +121,41 @@ extension SQLiteStore {
                 sql: """
                     UPDATE devices SET removed_at = ?
                     WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ? AND removed_at IS NULL
+                    RETURNING user_id
                     """
             )
             let now = Date().unixSeconds
-            return try verdicts.map { verdict in
+            var removed: [(user: Int64, token: String)] = []
+            let changed = try verdicts.map { verdict in
                 switch verdict.kind {
                 case .quarantine(let at):
                     try quarantine.execute(arguments: [at.unixSeconds, tenant.rawValue, topic, verdict.token.rawValue])
+                    return db.changesCount > 0
                 case .remove(let before):
-                    try remove.execute(arguments: [
-                        now, tenant.rawValue, topic, verdict.token.rawValue, before.unixSeconds,
-                    ])
+                    try remove.setArguments([now, tenant.rawValue, topic, verdict.token.rawValue, before.unixSeconds])
+                    guard let user = try Int64.fetchOne(remove) else { return false }
+                    removed.append((user, verdict.token.rawValue))
+                    return true
                 }
-                return db.changesCount > 0
             }
+            if !removed.isEmpty, try self.webhookSubscriptions(db).contains(tenant, .deviceRemoved) {
+                let names = try self.usernames(Set(removed.map(\.user)), db)
+                let at = Date()
+                try self.queueWebhookEvents(
+                    removed.map {
+                        .deviceRemoved(
+                            tenant: tenant,
+                            user: UserID($0.user),
+                            username: names[$0.user],
+                            token: $0.token,
+                            reason: "apns",
+                            at: at
+                        )
+                    },
+                    db
+                )
+            }
+            return changed
         }
     }
 

@@ -287,6 +287,58 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v14-webhooks") { db in
+            // Tenants' webhook endpoints, the outbox their events wait in (written in the transaction of the change
+            // each tells of), and the latest attempts.
+            try db.execute(
+                sql: """
+                    CREATE TABLE webhook_endpoints (
+                        id TEXT PRIMARY KEY,
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        url TEXT NOT NULL,
+                        events TEXT NOT NULL,
+                        secret TEXT NOT NULL,
+                        previous_secret TEXT,
+                        previous_secret_expires_at REAL,
+                        enabled INTEGER NOT NULL,
+                        created_at REAL NOT NULL,
+                        delivered INTEGER NOT NULL DEFAULT 0,
+                        dropped INTEGER NOT NULL DEFAULT 0,
+                        last_attempt_at REAL,
+                        last_status INTEGER,
+                        last_error TEXT
+                    );
+                    CREATE INDEX webhook_endpoints_tenant ON webhook_endpoints(tenant_id);
+                    CREATE TABLE webhook_outbox (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        tenant_id TEXT NOT NULL,
+                        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+                        event TEXT NOT NULL,
+                        ordering_key TEXT NOT NULL,
+                        data TEXT NOT NULL,
+                        created_at REAL NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at REAL NOT NULL,
+                        leased_until REAL NOT NULL DEFAULT 0
+                    );
+                    CREATE INDEX webhook_outbox_order ON webhook_outbox(endpoint_id, ordering_key, id);
+                    CREATE INDEX webhook_outbox_due ON webhook_outbox(next_attempt_at);
+                    CREATE INDEX webhook_outbox_tenant ON webhook_outbox(tenant_id);
+                    CREATE TABLE webhook_attempts (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+                        event_id INTEGER NOT NULL,
+                        event TEXT NOT NULL,
+                        at REAL NOT NULL,
+                        status INTEGER,
+                        error TEXT,
+                        outcome TEXT NOT NULL,
+                        duration REAL NOT NULL
+                    );
+                    CREATE INDEX webhook_attempts_endpoint ON webhook_attempts(endpoint_id, id);
+                    """
+            )
+        }
         return migrator
     }
 

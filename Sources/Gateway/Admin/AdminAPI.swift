@@ -16,6 +16,8 @@ struct AdminAPI: Sendable {
     let vault: APNsCredentialVault
     /// `Idempotency-Key` on the creating `POST`s.
     let idempotency: Idempotency
+    /// Where tenants' webhook endpoints may point.
+    var webhooks = WebhookTargetPolicy()
 
     typealias OperatorHandler = @Sendable (Request, BrokerRequestContext, AdminActor) async throws -> Response
     typealias TenantHandler = @Sendable (Request, BrokerRequestContext, AdminActor, Tenant) async throws -> Response
@@ -28,6 +30,7 @@ struct AdminAPI: Sendable {
         addMediaRoutes(router, api: api, scheme: scheme)
         addReportRoutes(router, api: api, scheme: scheme)
         addAPNsCredentialRoutes(router, api: api, scheme: scheme)
+        addWebhookRoutes(router, api: api, scheme: scheme)
     }
 
     /// Registers an operator resource under `/admin/v1`, with 405 + `Allow` for other methods.

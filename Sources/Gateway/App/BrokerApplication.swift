@@ -128,7 +128,8 @@ public func buildApplication(
         tenants: tenants,
         caches: caches,
         vault: vault,
-        idempotency: Idempotency(store: store, maxBodySize: configuration.rest.maxBodySize)
+        idempotency: Idempotency(store: store, maxBodySize: configuration.rest.maxBodySize),
+        webhooks: configuration.webhooks.policy
     )
     let api = rest
     // The contract is part of the build: a broker without it does not start.
@@ -160,6 +161,7 @@ public func buildApplication(
         PushService(stack: push),
     ]
     if let scheduler { services.append(SchedulerService(scheduler: scheduler)) }
+    services.append(try WebhookDispatcher(store: store, configuration: configuration.webhooks, logger: logger))
     if let admin = configuration.admin {
         let routes = AdminRoutes(
             registry: metrics.registry,

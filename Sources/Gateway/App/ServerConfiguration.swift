@@ -65,6 +65,8 @@ public struct ServerConfiguration: Sendable {
     public var scheduler: SchedulerConfiguration?
     /// The operator's listener (`/metrics`, `/inspect`); nil runs none.
     public var admin: AdminConfiguration?
+    /// Tenants' webhooks: where endpoints may point and how events are sent.
+    public var webhooks = WebhookConfiguration()
 
     public init(
         dataDirectory: String,

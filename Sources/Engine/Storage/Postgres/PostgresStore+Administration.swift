@@ -97,6 +97,7 @@ extension PostgresStore {
             try await connection.run("DELETE FROM engagement_days WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM engagement_read_latency WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM dispatch_days WHERE tenant_id = \(id)", logger)
+            try await connection.run("DELETE FROM webhook_endpoints WHERE tenant_id = \(id)", logger)
             let deleted = try await connection.run("DELETE FROM tenants WHERE id = \(id) RETURNING 1", logger)
             guard deleted == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             try await self.logChange(connection, tenant: tenant, subject: .catalog)
@@ -127,9 +128,21 @@ extension PostgresStore {
     public func createUser(_ user: NewUser, audit: AuditEntry) async throws -> User {
         try await write { [self] connection in
             let created = try await self.insertUsers([user], connection)[0]
+            try await self.queueUserEvents(.userCreated, [created], connection)
             try await self.insertAudit(audit, connection)
             return created
         }
+    }
+
+    /// Queues `user.created` or `user.deleted` for the users, if an endpoint of their tenant listens.
+    func queueUserEvents(_ event: WebhookEvent, _ users: [User], _ connection: PostgresConnection) async throws {
+        guard let first = users.first else { return }
+        guard try await webhookSubscriptions(connection).contains(first.tenant, event) else { return }
+        let now = Date()
+        try await queueWebhookEvents(
+            users.map { .user(event, tenant: $0.tenant, user: $0.id, username: $0.username, at: now) },
+            connection
+        )
     }
 
     public func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User {
@@ -142,10 +155,12 @@ extension PostgresStore {
 
     public func writeUsers(_ writes: [UserWrite], audit: [AuditEntry]) async throws {
         try await write { [self] connection in
+            var created: [User] = []
             for write in writes {
                 switch write {
                 case .create(let new, let enabled, _):
                     var user = try await self.insertUsers([new], connection)[0]
+                    created.append(user)
                     if !enabled {
                         user.enabled = false
                         _ = try await self.applyUpdate(user, passwordHash: nil, connection)
@@ -156,6 +171,7 @@ extension PostgresStore {
                     break
                 }
             }
+            try await self.queueUserEvents(.userCreated, created, connection)
             for entry in audit { try await self.insertAudit(entry, connection) }
         }
     }
@@ -204,6 +220,12 @@ extension PostgresStore {
             else { throw EngineError(.notFound, "no such user") }
             let (t, u) = (tenant.rawValue, user.rawValue)
             var report = ErasureReport(users: 1)
+            if try await self.webhookSubscriptions(connection).contains(tenant, .userDeleted) {
+                try await self.queueWebhookEvents(
+                    [.user(.userDeleted, tenant: tenant, user: user, username: username, at: Date())],
+                    connection
+                )
+            }
             report.devices = try await connection.run(
                 "DELETE FROM devices WHERE tenant_id = \(t) AND user_id = \(u) RETURNING 1",
                 logger

@@ -108,6 +108,23 @@ extension PostgresStore {
             ]
         ),
         (
+            "webhook_endpoints",
+            [
+                ("id", .text), ("tenant_id", .text), ("url", .text), ("events", .text), ("secret", .text),
+                ("previous_secret", .text), ("previous_secret_expires_at", .real), ("enabled", .boolean),
+                ("created_at", .real), ("delivered", .integer), ("dropped", .integer), ("last_attempt_at", .real),
+                ("last_status", .integer), ("last_error", .text),
+            ]
+        ),
+        (
+            "webhook_outbox",
+            [
+                ("id", .integer), ("tenant_id", .text), ("endpoint_id", .text), ("event", .text),
+                ("ordering_key", .text), ("data", .text), ("created_at", .real), ("attempts", .integer),
+                ("next_attempt_at", .real), ("leased_until", .real),
+            ]
+        ),
+        (
             "audit",
             [
                 ("id", .integer), ("at", .real), ("actor", .text), ("role", .text), ("tenant_id", .text),
@@ -143,7 +160,7 @@ extension PostgresStore {
         return try await write(deadline: .seconds(3600)) { [self] connection in
             if replace {
                 try await connection.run(
-                    "TRUNCATE \(unescaped: Self.copiedTables.map(\.name).joined(separator: ", ")), changes, unsettled_deliveries",
+                    "TRUNCATE \(unescaped: Self.copiedTables.map(\.name).joined(separator: ", ")), changes, unsettled_deliveries, webhook_attempts",
                     logger
                 )
             }
@@ -171,7 +188,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            for table in ["users", "deliveries", "reminders", "audit"] {
+            for table in ["users", "deliveries", "reminders", "audit", "webhook_outbox"] {
                 try await connection.run(
                     """
                     SELECT setval(pg_get_serial_sequence(\(table), 'id'),

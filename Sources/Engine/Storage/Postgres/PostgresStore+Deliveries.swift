@@ -174,17 +174,24 @@ extension PostgresStore {
                 // fetched and read marks wait for the flush.
                 try await connection.run("SET LOCAL synchronous_commit = off", logger)
             }
-            // Only the deliveries a statement changed count in the reports.
-            var tally = EngagementTally()
-            func count(_ groups: [MarkedGroup], _ field: WritableKeyPath<EngagementCounts, Int>) {
-                for group in groups {
-                    let key = group.key
-                    let field = group.noDevice ? \.noDevice : field
-                    tally.count(field, tenant: key.tenant, day: key.day, impulse: key.impulse, by: group.count)
+            // Only the deliveries a statement changed count in the reports and become events.
+            var effects = MarkEffects(subscriptions: try await self.webhookSubscriptions(connection))
+            let now = Date()
+            func changed(_ rows: [MarkedRow], _ change: (MarkedRow) -> MarkEffects.Change) {
+                for row in rows {
+                    effects.changed(
+                        change(row),
+                        tenant: row.tenant,
+                        day: row.day,
+                        impulse: row.impulse,
+                        delivery: row.delivery,
+                        user: row.user,
+                        at: now
+                    )
                 }
             }
             if !pushed.isEmpty {
-                let groups = try await connection.all(
+                let rows = try await connection.all(
                     PushedMarks(
                         ids: pushed.map(\.delivery),
                         tenants: pushed.map(\.tenant),
@@ -193,10 +200,13 @@ extension PostgresStore {
                     ),
                     logger
                 )
-                count(groups, \.pushed)
+                let apnsIDs =
+                    effects.subscriptions.isEmpty
+                    ? [:] : Dictionary(pushed.map { ($0.delivery, $0.apnsID) }, uniquingKeysWith: { first, _ in first })
+                changed(rows) { .pushed(apnsID: apnsIDs[$0.delivery]) }
             }
             if !settled.isEmpty {
-                let groups = try await connection.all(
+                let rows = try await connection.all(
                     SettledMarks(
                         ids: settled.map(\.delivery),
                         tenants: settled.map(\.tenant),
@@ -205,7 +215,7 @@ extension PostgresStore {
                     ),
                     logger
                 )
-                count(groups, \.failed)
+                changed(rows) { .failed(noDevice: $0.noDevice) }
             }
             var readers: [(tenant: TenantID, subject: StoreChange.Subject)] = []
             for mark in taps {
@@ -216,12 +226,20 @@ extension PostgresStore {
                     UPDATE deliveries SET fetched_at = \(at)
                     WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
                         AND fetched_at IS NULL
-                    RETURNING report_day, impulse_id
+                    RETURNING report_day, impulse_id, user_id
                     """,
                     logger
                 ) {
-                    let (day, impulse): (String, String) = (try row.at(0), try row.at(1))
-                    tally.count(\.fetched, tenant: mark.tenant, day: day, impulse: ImpulseID(trusted: impulse))
+                    let (day, impulse, user): (String, String, Int64) = (try row.at(0), try row.at(1), try row.at(2))
+                    effects.changed(
+                        .fetched,
+                        tenant: mark.tenant,
+                        day: day,
+                        impulse: ImpulseID(trusted: impulse),
+                        delivery: mark.delivery.rawValue,
+                        user: user,
+                        at: now
+                    )
                 }
                 guard case .read = mark.kind else { continue }
                 for row in try await connection.rows(
@@ -236,17 +254,24 @@ extension PostgresStore {
                     let (user, day, impulse): (Int64, String, String) = (try row.at(0), try row.at(1), try row.at(2))
                     let pushedAt: Double? = try row.at(3)
                     readers.append((mark.tenant, .ledger(UserID(user))))
-                    tally.read(
+                    effects.changed(
+                        .read(pushedAt: pushedAt.map(Date.init(unixSeconds:)), readAt: mark.at),
                         tenant: mark.tenant,
                         day: day,
                         impulse: ImpulseID(trusted: impulse),
-                        pushedAt: pushedAt.map(Date.init(unixSeconds:)),
-                        readAt: mark.at
+                        delivery: mark.delivery.rawValue,
+                        user: user,
+                        at: now
                     )
                 }
             }
             try await self.logChanges(connection, readers)
-            try await self.recordEngagement(tally, connection)
+            try await self.recordEngagement(effects.tally, connection)
+            let users = effects.users
+            if !users.isEmpty {
+                let names = try await self.usernames(users, connection)
+                try await self.queueWebhookEvents(effects.records(usernames: names), connection)
+            }
         }
     }
 

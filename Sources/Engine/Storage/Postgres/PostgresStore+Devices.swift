@@ -81,7 +81,7 @@ extension PostgresStore {
         owner: UserID
     ) async throws -> Bool {
         try await write { [self] connection in
-            try await connection.run(
+            let deleted = try await connection.run(
                 """
                 DELETE FROM devices
                 WHERE tenant_id = \(tenant.rawValue) AND topic = \(topic) AND token = \(token.rawValue)
@@ -89,8 +89,38 @@ extension PostgresStore {
                 RETURNING 1
                 """,
                 logger
-            ) > 0
+            )
+            guard deleted > 0 else { return false }
+            try await self.queueDevicesRemoved(tenant, [(owner.rawValue, token.rawValue)], "unregistered", connection)
+            return true
         }
+    }
+
+    /// Queues `device.removed` for the devices, if an endpoint of the tenant listens.
+    func queueDevicesRemoved(
+        _ tenant: TenantID,
+        _ removed: [(user: Int64, token: String)],
+        _ reason: String,
+        _ connection: PostgresConnection
+    ) async throws {
+        guard !removed.isEmpty, try await webhookSubscriptions(connection).contains(tenant, .deviceRemoved) else {
+            return
+        }
+        let names = try await usernames(Set(removed.map(\.user)), connection)
+        let at = Date()
+        try await queueWebhookEvents(
+            removed.map {
+                .deviceRemoved(
+                    tenant: tenant,
+                    user: UserID($0.user),
+                    username: names[$0.user],
+                    token: $0.token,
+                    reason: reason,
+                    at: at
+                )
+            },
+            connection
+        )
     }
 
     static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"
@@ -128,6 +158,7 @@ extension PostgresStore {
         let distinct = Set(verdicts.map(\.token)).count == verdicts.count
         return try await write { [self] connection in
             var changed = [Bool](repeating: false, count: verdicts.count)
+            var gone: [(user: Int64, token: String)] = []
             let groups = distinct ? [Array(verdicts.indices)] : verdicts.indices.map { [$0] }
             for group in groups {
                 var quarantined: [(index: Int, token: String, at: Double)] = []
@@ -164,14 +195,16 @@ extension PostgresStore {
                             AS v(position, token, before)
                         WHERE d.tenant_id = \(tenant.rawValue) AND d.topic = \(topic) AND d.token = v.token
                             AND d.registered_at < v.before AND d.removed_at IS NULL
-                        RETURNING v.position
+                        RETURNING v.position, d.user_id, d.token
                         """,
                         logger
                     ) {
+                        gone.append((try row.at(1, as: Int64.self), try row.at(2, as: String.self)))
                         changed[try row.at(0, as: Int.self)] = true
                     }
                 }
             }
+            try await self.queueDevicesRemoved(tenant, gone, "apns", connection)
             return changed
         }
     }

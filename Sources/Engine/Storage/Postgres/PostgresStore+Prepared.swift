@@ -105,13 +105,13 @@ extension PostgresStore {
                     settled_at = COALESCE(d.settled_at, v.at)
                 FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS v(id, tenant, at, apns_id)
                 WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
-                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id
+                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id, d.user_id
             ), settled AS (
                 DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             )
-            SELECT tenant_id, report_day, impulse_id, count(*)::bigint, false FROM marked GROUP BY 1, 2, 3
+            SELECT tenant_id, report_day, impulse_id, id, user_id, false FROM marked
             """
-        typealias Row = MarkedGroup
+        typealias Row = MarkedRow
 
         var ids: [Int64]
         var tenants: [String]
@@ -127,7 +127,7 @@ extension PostgresStore {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> MarkedGroup { try MarkedGroup(row) }
+        func decodeRow(_ row: PostgresRow) throws -> MarkedRow { try MarkedRow(row) }
     }
 
     /// Settled marks (rejected or dropped pushes, or no device): the first time wins.
@@ -137,13 +137,13 @@ extension PostgresStore {
                 UPDATE deliveries d SET settled_at = v.at
                 FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::boolean[]) AS v(id, tenant, at, no_device)
                 WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.settled_at IS NULL
-                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id, v.no_device
+                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id, d.user_id, v.no_device
             ), settled AS (
                 DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             )
-            SELECT tenant_id, report_day, impulse_id, count(*)::bigint, no_device FROM marked GROUP BY 1, 2, 3, 5
+            SELECT tenant_id, report_day, impulse_id, id, user_id, no_device FROM marked
             """
-        typealias Row = MarkedGroup
+        typealias Row = MarkedRow
 
         var ids: [Int64]
         var tenants: [String]
@@ -159,20 +159,24 @@ extension PostgresStore {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> MarkedGroup { try MarkedGroup(row) }
+        func decodeRow(_ row: PostgresRow) throws -> MarkedRow { try MarkedRow(row) }
     }
 
-    /// The deliveries a mark statement changed, by report row: (tenant, day, impulse, count, no device).
-    struct MarkedGroup: Sendable {
-        var key: EngagementKey
-        var count: Int
+    /// A delivery a mark statement changed: (tenant, report day, impulse, delivery, user, no device).
+    struct MarkedRow: Sendable {
+        var tenant: TenantID
+        var day: String
+        var impulse: ImpulseID
+        var delivery: Int64
+        var user: Int64
         var noDevice: Bool
 
         init(_ row: PostgresRow) throws {
-            let (tenant, day, impulse, count, noDevice) = try row.decode((String, String, String, Int64, Bool).self)
-            key = EngagementKey(tenant: TenantID(trusted: tenant), day: day, impulse: ImpulseID(trusted: impulse))
-            self.count = Int(count)
-            self.noDevice = noDevice
+            let (tenant, day, impulse, delivery, user, noDevice) = try row.decode(
+                (String, String, String, Int64, Int64, Bool).self
+            )
+            (self.tenant, self.day, self.impulse) = (TenantID(trusted: tenant), day, ImpulseID(trusted: impulse))
+            (self.delivery, self.user, self.noDevice) = (delivery, user, noDevice)
         }
     }
 

@@ -1,0 +1,69 @@
+import Foundation
+
+/// What a batch of marks changed, as each store's statements return the rows they changed: the reports' tally and,
+/// when an endpoint listens, the webhook events to queue in the same transaction. Both stores fill it the same way.
+struct MarkEffects {
+    enum Change {
+        case pushed(apnsID: String?)
+        case failed(noDevice: Bool)
+        case fetched
+        case read(pushedAt: Date?, readAt: Date)
+    }
+
+    private(set) var tally = EngagementTally()
+    let subscriptions: WebhookSubscriptions
+    private var intents: [(event: WebhookEvent, tenant: TenantID, data: [String: String?], user: Int64, at: Date)] = []
+
+    init(subscriptions: WebhookSubscriptions) {
+        self.subscriptions = subscriptions
+    }
+
+    /// One delivery's row changed by a mark.
+    mutating func changed(
+        _ change: Change,
+        tenant: TenantID,
+        day: String,
+        impulse: ImpulseID,
+        delivery: Int64,
+        user: Int64,
+        at: Date
+    ) {
+        let event: WebhookEvent?
+        var data: [String: String?] = ["deliveryID": String(delivery), "impulseID": impulse.rawValue]
+        switch change {
+        case .pushed(let apnsID):
+            tally.count(\.pushed, tenant: tenant, day: day, impulse: impulse)
+            (event, data["apnsID"]) = (.deliveryPushed, apnsID)
+        case .failed(let noDevice):
+            tally.count(noDevice ? \.noDevice : \.failed, tenant: tenant, day: day, impulse: impulse)
+            (event, data["reason"]) = (.deliveryFailed, noDevice ? "no-device" : "rejected")
+        case .fetched:
+            tally.count(\.fetched, tenant: tenant, day: day, impulse: impulse)
+            event = nil
+        case .read(let pushedAt, let readAt):
+            tally.read(tenant: tenant, day: day, impulse: impulse, pushedAt: pushedAt, readAt: readAt)
+            event = .deliveryRead
+        }
+        if let event, subscriptions.contains(tenant, event) {
+            intents.append((event, tenant, data, user, at))
+        }
+    }
+
+    /// The users the events name, to look up.
+    var users: Set<Int64> { Set(intents.map(\.user)) }
+
+    /// The events, in the order of the changes, each naming its user.
+    func records(usernames: [Int64: String]) -> [WebhookEventRecord] {
+        intents.map { intent in
+            var data = intent.data
+            data["user"] = usernames[intent.user]
+            return WebhookEventRecord(
+                tenant: intent.tenant,
+                event: intent.event,
+                orderingKey: "user:\(intent.user)",
+                data: data,
+                at: intent.at
+            )
+        }
+    }
+}
