@@ -34,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -88,6 +89,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 // The webhook dispatcher's HTTPS client.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // The console's server-rendered pages.
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
             // The OpenAPI document of the whole HTTP surface, served at /openapi.json.
             resources: [.copy("REST/openapi.json")],

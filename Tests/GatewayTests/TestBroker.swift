@@ -209,7 +209,8 @@ struct TestBroker: Sendable {
             }
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .file(directory + "/tls/self-signed.crt")
-            var clientConfiguration = HTTPClient.Configuration(tlsConfiguration: tls)
+            // Redirects are answers to look at (the console's), not to follow.
+            var clientConfiguration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
             clientConfiguration.httpVersion = http1Only ? .http1Only : .automatic
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
             let broker = TestBroker(

@@ -339,6 +339,23 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v15-console-sessions") { db in
+            // Console sessions by the SHA-256 of their cookie.
+            try db.execute(
+                sql: """
+                    CREATE TABLE console_sessions (
+                        id TEXT PRIMARY KEY,
+                        role TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        tenant_id TEXT,
+                        csrf_token TEXT NOT NULL,
+                        created_at REAL NOT NULL,
+                        last_seen_at REAL NOT NULL
+                    );
+                    CREATE INDEX console_sessions_account ON console_sessions(name, tenant_id);
+                    """
+            )
+        }
         return migrator
     }
 

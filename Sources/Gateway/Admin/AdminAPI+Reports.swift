@@ -135,20 +135,24 @@ extension AdminAPI {
                             "the report's tables are days.csv, impulses.csv and life-areas.csv"
                         )
                     }
-                    let report = try await report(request, actor, tenant)
-                    let name =
-                        "engagement-\(tenant.id)-\(table.rawValue)-\(report.range.from)-\(report.range.through).csv"
-                    return Response(
-                        status: .ok,
-                        headers: [
-                            .contentType: "text/csv; charset=utf-8; header=present",
-                            .contentDisposition: "attachment; filename=\"\(name)\"",
-                            .cacheControl: "no-store",
-                        ],
-                        body: .init(byteBuffer: ByteBuffer(string: report.csv(table)))
-                    )
+                    return Self.csvResponse(try await report(request, actor, tenant), table: table, tenant: tenant.id)
                 }
             ]
         )
+    }
+
+    /// One table of a report as a CSV attachment (the admin API's and the console's).
+    static func csvResponse(
+        _ report: EngagementReport,
+        table: EngagementReport.Table,
+        tenant: TenantID,
+        headers: HTTPFields = [:]
+    ) -> Response {
+        let name = "engagement-\(tenant)-\(table.rawValue)-\(report.range.from)-\(report.range.through).csv"
+        var headers = headers
+        headers[.contentType] = "text/csv; charset=utf-8; header=present"
+        headers[.contentDisposition] = "attachment; filename=\"\(name)\""
+        headers[.cacheControl] = "no-store"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: report.csv(table))))
     }
 }

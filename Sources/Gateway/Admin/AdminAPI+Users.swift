@@ -110,12 +110,7 @@ extension AdminAPI {
                 .get: { _, context, actor, tenant in
                     let username = try Self.parameter("username", context)
                     let export = try await administration.exportUser(tenant: tenant.id, username: username, by: actor)
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                    encoder.dateEncodingStrategy = .custom { date, encoder in
-                        var container = encoder.singleValueContainer()
-                        try container.encode(rfc3339(date))
-                    }
+                    let encoder = Self.exportEncoder()
                     return Response(
                         status: .ok,
                         headers: [
@@ -128,6 +123,17 @@ extension AdminAPI {
                 }
             ]
         )
+    }
+
+    /// The encoder of a user's export (RFC 3339 dates), the admin API's and the console's.
+    static func exportEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(rfc3339(date))
+        }
+        return encoder
     }
 
     /// A user's path, the username percent-encoded as a path segment.

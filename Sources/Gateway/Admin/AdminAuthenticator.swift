@@ -32,6 +32,23 @@ final class AdminAuthenticator: Sendable {
         guard let field, let (name, password) = Authenticator.parseBasic(field) else {
             throw users.unauthorized("credentials are required")
         }
+        return try await operatorActor(
+            name: name,
+            password: password,
+            address: address,
+            requestID: requestID,
+            logger: logger
+        )
+    }
+
+    /// An operator account's credentials (the console's sign-in form): checked and throttled as Basic ones are.
+    func operatorActor(
+        name: String,
+        password: String,
+        address: String?,
+        requestID: String,
+        logger: Logger
+    ) async throws -> AdminActor {
         let account = try await users.verify(
             username: name,
             password: password,
@@ -63,6 +80,25 @@ final class AdminAuthenticator: Sendable {
             return try await operatorActor(request, address: address, requestID: requestID, logger: logger)
         }
         let user = try await users.authenticate(field, tenant: tenant, address: address, logger: logger)
+        return try Self.admin(user, of: tenant, requestID: requestID)
+    }
+
+    /// A tenant admin's credentials (the console's sign-in form): checked and throttled as Basic ones are.
+    func tenantAdminActor(
+        username: String,
+        password: String,
+        tenant: Tenant,
+        address: String?,
+        requestID: String,
+        logger: Logger
+    ) async throws -> AdminActor {
+        let header = "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
+        let user = try await users.authenticate(header, tenant: tenant, address: address, logger: logger)
+        return try Self.admin(user, of: tenant, requestID: requestID)
+    }
+
+    /// The actor of an enabled admin of a tenant that is not suspended, or a 403 problem.
+    static func admin(_ user: User, of tenant: Tenant, requestID: String?) throws -> AdminActor {
         guard user.isAdmin else {
             throw Problem(.forbidden, "admin-required", "this needs an admin of the tenant")
         }

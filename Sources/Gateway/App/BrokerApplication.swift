@@ -115,16 +115,25 @@ public func buildApplication(
         inspector: inspector
     )
     let bcryptCost = configuration.rest.bcryptCost
+    let administration = Administration(
+        store: store,
+        hashPassword: { try await Authenticator.hash($0, cost: bcryptCost) }
+    )
+    let adminAuthenticator = AdminAuthenticator(
+        users: authenticator,
+        store: store,
+        operatorToken: configuration.rest.operatorToken
+    )
+    rest.console = try Console(
+        administration: administration,
+        authenticator: adminAuthenticator,
+        tenants: tenants,
+        store: store,
+        caches: caches
+    )
     rest.admin = AdminAPI(
-        administration: Administration(
-            store: store,
-            hashPassword: { try await Authenticator.hash($0, cost: bcryptCost) }
-        ),
-        authenticator: AdminAuthenticator(
-            users: authenticator,
-            store: store,
-            operatorToken: configuration.rest.operatorToken
-        ),
+        administration: administration,
+        authenticator: adminAuthenticator,
         tenants: tenants,
         caches: caches,
         vault: vault,

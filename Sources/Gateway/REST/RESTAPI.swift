@@ -29,6 +29,8 @@ public struct RESTAPI: Sendable {
     let streamGovernor = StreamGovernor(normal: 100, throttled: 4)
     /// The admin API (`/admin/v1`, `/t/{tenant}/admin/v1`); nil serves none.
     var admin: AdminAPI?
+    /// The web console (`/console`, `/t/{tenant}/console`).
+    var console: Console?
     /// Every operation the router serves (for the test that holds the OpenAPI document to them).
     let routes = RouteCatalog()
 
@@ -89,6 +91,7 @@ public struct RESTAPI: Sendable {
         addMediaRoutes(router)
         addAdminRoutes(router, scheme: scheme)
         admin?.addRoutes(router, api: self, scheme: scheme)
+        console?.addRoutes(router, scheme: scheme)
         return router
     }
 

@@ -419,6 +419,25 @@ extension PostgresStore {
                 "CREATE INDEX webhook_attempts_endpoint ON webhook_attempts (endpoint_id, id)",
             ]
         ),
+        Migration(
+            version: 12,
+            name: "console-sessions",
+            statements: [
+                // Console sessions by the SHA-256 of their cookie.
+                """
+                CREATE TABLE console_sessions (
+                    id text PRIMARY KEY,
+                    role text NOT NULL,
+                    name text NOT NULL,
+                    tenant_id text,
+                    csrf_token text NOT NULL,
+                    created_at double precision NOT NULL,
+                    last_seen_at double precision NOT NULL
+                )
+                """,
+                "CREATE INDEX console_sessions_account ON console_sessions (name, tenant_id)",
+            ]
+        ),
     ]
 
     /// Applies the migrations this database lacks, each in its own transaction, all under one advisory lock held

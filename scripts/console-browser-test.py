@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Drives the web console in a real headless Chromium (Debian's chromium and chromium-driver, through selenium).
+
+Run by the Swift test ConsoleBrowserTests against a broker it started; the environment names it:
+CONSOLE_URL (https://127.0.0.1:PORT), CONSOLE_TENANT, CONSOLE_ADMIN, CONSOLE_PASSWORD, CONSOLE_IMPULSE (an impulse
+to deliver), CONSOLE_SCREENSHOTS (a directory). Every step prints what it checked; the first failed check exits 1.
+"""
+import base64
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+BASE = os.environ["CONSOLE_URL"].rstrip("/")
+TENANT = os.environ["CONSOLE_TENANT"]
+ADMIN = os.environ["CONSOLE_ADMIN"]
+PASSWORD = os.environ["CONSOLE_PASSWORD"]
+IMPULSE = os.environ["CONSOLE_IMPULSE"]
+SHOTS = os.environ["CONSOLE_SCREENSHOTS"]
+CONSOLE = f"{BASE}/t/{TENANT}/console"
+# The broker's certificate is self-signed for the test: trusted here, and by the browser below.
+INSECURE = ssl.create_default_context()
+INSECURE.check_hostname = False
+INSECURE.verify_mode = ssl.CERT_NONE
+INSECURE.set_alpn_protocols(["http/1.1"])
+
+
+def check(condition, what):
+    if not condition:
+        print(f"FAILED: {what}", flush=True)
+        sys.exit(1)
+    print(f"ok: {what}", flush=True)
+
+
+def http(method, path, body=None, headers=None, auth=True):
+    """A request outside the browser (the admin API, or a forged form post); returns (status, headers, text)."""
+    request = urllib.request.Request(BASE + path, method=method, data=body, headers=headers or {})
+    if auth:
+        token = base64.b64encode(f"{ADMIN}:{PASSWORD}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, context=INSECURE, timeout=20) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def shot(driver, name):
+    driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+
+def no_alert(driver):
+    try:
+        driver.switch_to.alert
+        return False
+    except NoAlertPresentException:
+        return True
+
+
+def card(driver, label):
+    for element in driver.find_elements(By.CSS_SELECTOR, ".card"):
+        if element.find_element(By.CSS_SELECTOR, ".label").text == label:
+            return int(element.find_element(By.CSS_SELECTOR, ".value").text)
+    raise AssertionError(f"no card {label}")
+
+
+def main():
+    os.makedirs(SHOTS, exist_ok=True)
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--ignore-certificate-errors",
+                     "--window-size=1280,900", "--disable-gpu"]:
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        run(driver)
+    finally:
+        driver.quit()
+
+
+def run(driver):
+    # Signed out, the console asks to sign in; a wrong password is refused without saying which part was wrong.
+    driver.get(CONSOLE)
+    check(driver.current_url.endswith(f"/t/{TENANT}/console/sign-in"), "a signed-out visitor is sent to sign in")
+    shot(driver, "sign-in")
+    driver.find_element(By.ID, "name").send_keys(ADMIN)
+    driver.find_element(By.ID, "password").send_keys("not-the-password" + Keys.ENTER)
+    WebDriverWait(driver, 20).until(lambda d: "Wrong name or password." in d.page_source)
+    check("Wrong name or password." in driver.page_source, "a wrong password is refused")
+
+    # Signed in with the keyboard alone.
+    driver.find_element(By.ID, "name").send_keys(ADMIN)
+    driver.find_element(By.ID, "password").send_keys(PASSWORD + Keys.ENTER)
+    WebDriverWait(driver, 20).until(lambda d: d.current_url == CONSOLE)
+    check(driver.current_url == CONSOLE, "signing in opens today's page")
+    cookie = driver.get_cookie("__Host-impulse-console")
+    check(cookie is not None and cookie["secure"] and cookie["httpOnly"] and cookie.get("sameSite") == "Strict",
+          "the session cookie is Secure, HttpOnly and SameSite=Strict")
+    check(driver.find_element(By.CSS_SELECTOR, "svg.chart") is not None, "today's page draws the 30-day chart")
+    shot(driver, "dashboard")
+    assigned_before = card(driver, "assigned")
+    status, headers, _ = http("GET", f"/t/{TENANT}/console", auth=False,
+                              headers={"Cookie": f"__Host-impulse-console={cookie['value']}"})
+    csp = headers.get("Content-Security-Policy", "")
+    check(status == 200 and "script-src 'self'" in csp and "default-src 'none'" in csp,
+          "pages carry a strict Content-Security-Policy")
+
+    # Every visible control has a label (what a screen reader announces).
+    unlabelled = driver.execute_script("""
+        return Array.from(document.querySelectorAll('input:not([type=hidden]), select, textarea'))
+          .filter(e => !(e.id && document.querySelector('label[for="' + e.id + '"]')) && !e.getAttribute('aria-label'))
+          .map(e => e.name || e.outerHTML);""")
+    check(unlabelled == [], f"today's controls are labelled {unlabelled}")
+
+    # Import users from a CSV: a per-row report, with the bad row refused and the others created.
+    driver.get(CONSOLE + "/users")
+    csv = "username,password,timeZone\nbrowser-anna,anna-pass-1,Europe/Berlin\nbrowser-ben,ben-pass-1,\n,nameless,\n"
+    driver.find_element(By.ID, "csv").send_keys(csv)
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/users/import'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: "Import report" in d.title)
+    check("2 created" in driver.page_source and "1 rejected" in driver.page_source,
+          "the import reports 2 created and 1 rejected")
+    shot(driver, "import-report")
+    driver.get(CONSOLE + "/users?search=browser-")
+    rows = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    check(any("browser-anna" in row for row in rows) and any("browser-ben" in row for row in rows),
+          "the imported users are listed")
+    shot(driver, "users")
+
+    # Deliver an impulse (over the admin API) and watch today's figures change.
+    status, _, body = http("POST", f"/t/{TENANT}/admin/v1/users/browser-anna/deliveries",
+                           body=json.dumps({"impulse": IMPULSE}).encode(),
+                           headers={"Content-Type": "application/json"})
+    check(status == 201, f"an impulse is delivered to browser-anna ({status} {body[:120]})")
+    changed = False
+    for _ in range(30):
+        driver.get(CONSOLE)
+        if card(driver, "assigned") == assigned_before + 1:
+            changed = True
+            break
+        time.sleep(0.5)
+    check(changed, "today's page counts the new delivery")
+
+    # The report shows the impulse's title as text: markup in it is not run.
+    driver.get(CONSOLE + "/report")
+    check(no_alert(driver), "no script ran on the report page")
+    cells = [cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "td")]
+    check(any("<script>" in cell for cell in cells), "a title with markup is shown as text")
+    check(driver.execute_script("return document.querySelectorAll('img[src=x]').length") == 0,
+          "the title's markup made no element")
+    shot(driver, "report")
+    link = driver.find_element(By.LINK_TEXT, "impulses.csv").get_attribute("href")
+    status, headers, text = http("GET", link[len(BASE):], auth=False,
+                                 headers={"Cookie": f"__Host-impulse-console={cookie['value']}"})
+    check(status == 200 and headers.get("Content-Type", "").startswith("text/csv")
+          and text.startswith("impulse_id,title,life_area,") and "<script>" in text,
+          "the report's CSV downloads with the session (the title as data)")
+
+    # Delete a user: asked first, then gone.
+    driver.get(CONSOLE + "/users?search=browser-ben")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-ben/delete'] button").click()
+    driver.switch_to.alert.accept()
+    WebDriverWait(driver, 20).until(lambda d: "User deleted" in d.title)
+    check("browser-ben is deleted" in driver.page_source, "deleting a user says what went with it")
+    driver.get(CONSOLE + "/users?search=browser-ben")
+    check("No users match." in driver.page_source, "the deleted user is gone")
+
+    # CSRF: a form post with the session's cookie but without its token, or from another site, is refused.
+    session = {"Cookie": f"__Host-impulse-console={cookie['value']}",
+               "Content-Type": "application/x-www-form-urlencoded"}
+    status, _, _ = http("POST", f"/t/{TENANT}/console/users/browser-anna/delete", body=b"", headers=session, auth=False)
+    check(status == 403, "a post without the CSRF token is refused (403)")
+    csrf = driver.find_element(By.CSS_SELECTOR, "input[name=csrf]").get_attribute("value")
+    status, _, _ = http("POST", f"/t/{TENANT}/console/users/browser-anna/delete", body=f"csrf={csrf}".encode(),
+                        headers=dict(session, Origin="https://evil.example"), auth=False)
+    check(status == 403, "a post from another origin is refused (403)")
+    status, _, _ = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna")
+    check(status == 200, "the refused posts deleted nothing")
+
+    # The other pages, at a phone's width too.
+    for page in ["audit", "webhooks"]:
+        driver.get(f"{CONSOLE}/{page}")
+        check(driver.find_element(By.TAG_NAME, "h1").text != "", f"the {page} page renders")
+        shot(driver, page)
+    driver.set_window_size(390, 844)
+    driver.get(CONSOLE)
+    width = driver.execute_script("return document.documentElement.scrollWidth")
+    check(width <= 400, f"today's page fits a phone-sized window ({width} px)")
+    shot(driver, "dashboard-phone")
+    driver.set_window_size(1280, 900)
+
+    # Sign out: the session ends on the server, so the old cookie opens nothing.
+    driver.find_element(By.CSS_SELECTOR, "header form button").click()
+    WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/console/sign-in"))
+    check(driver.current_url.endswith(f"/t/{TENANT}/console/sign-in"), "signing out returns to sign-in")
+    opener = urllib.request.build_opener(NoRedirect, urllib.request.HTTPSHandler(context=INSECURE))
+    try:
+        opener.open(urllib.request.Request(CONSOLE, headers={"Cookie": session["Cookie"]}), timeout=20)
+        status = 200
+    except urllib.error.HTTPError as error:
+        status = error.code
+    check(status == 303, "the signed-out session's cookie is sent to sign in again")
+    print("console browser test: passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
