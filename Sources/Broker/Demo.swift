@@ -89,6 +89,8 @@ struct Demo: AsyncParsableCommand {
               curl --http2 -k -u ben:demo https://localhost:\(port)/v1/impulses
               curl --http2 -k -u anna:demo -X POST https://localhost:\(port)/v1/impulses/<workingID> \\
                    -H 'Content-Type: application/json' -d '{"time": "18:30"}'     # a reminder
+            Console: https://localhost:\(port)/t/demo/console, for an admin of the tenant \
+            (broker user add demo NAME --admin --password-stdin).
             Stop with Ctrl-C; running it again reuses the data and delivers nothing twice.
 
 

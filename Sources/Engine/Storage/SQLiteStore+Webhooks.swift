@@ -198,10 +198,12 @@ extension SQLiteStore {
         excluding: Set<String>
     ) async throws -> [WebhookOutboxItem] {
         guard limit > 0 else { return [] }
-        return try await write { db in
-            let at = now.unixSeconds
-            let excluded = Array(excluding)
-            let items = try Row.fetchAll(
+        let at = now.unixSeconds
+        let excluded = Array(excluding)
+        // Looked for first without the writer (every half second while idle, beside a burst's commits), then
+        // leased in a write that takes only those still free.
+        let found = try await read { db in
+            try Row.fetchAll(
                 db,
                 sql: """
                     SELECT o.id, o.tenant_id, o.endpoint_id, o.event, o.ordering_key, o.data, o.created_at, o.attempts
@@ -214,9 +216,16 @@ extension SQLiteStore {
                     """,
                 arguments: StatementArguments([at, at] as [any DatabaseValueConvertible] + excluded + [limit])
             ).map(Self.outboxItem(from:))
-            let leaseRow = try db.cachedStatement(sql: "UPDATE webhook_outbox SET leased_until = ? WHERE id = ?")
-            for item in items { try leaseRow.execute(arguments: [at + lease.seconds, item.id]) }
-            return items
+        }
+        guard !found.isEmpty else { return [] }
+        return try await write { db in
+            let leaseRow = try db.cachedStatement(
+                sql: "UPDATE webhook_outbox SET leased_until = ? WHERE id = ? AND leased_until <= ?"
+            )
+            return try found.filter { item in
+                try leaseRow.execute(arguments: [at + lease.seconds, item.id, at])
+                return db.changesCount == 1
+            }
         }
     }
 
