@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -192,6 +192,22 @@ def run(driver):
     check(status == 403, "a post from another origin is refused (403)")
     status, _, _ = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna")
     check(status == 200, "the refused posts deleted nothing")
+
+    # Retire an impulse from the catalog page, and bring it back.
+    driver.get(CONSOLE + "/catalog")
+    form = f"form[action$='/catalog/{IMPULSE}/retired'] button"
+    driver.find_element(By.CSS_SELECTOR, form).click()
+    reloading = (NoSuchElementException, StaleElementReferenceException)
+    WebDriverWait(driver, 20, ignored_exceptions=reloading).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, form).text == "Bring back")
+    status, _, body = http("GET", f"/t/{TENANT}/admin/v1/impulses/{IMPULSE}")
+    check(status == 200 and json.loads(body).get("retired") is True, "retiring from the catalog page retires it")
+    shot(driver, "catalog")
+    driver.find_element(By.CSS_SELECTOR, form).click()
+    WebDriverWait(driver, 20, ignored_exceptions=reloading).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, form).text == "Retire")
+    check(json.loads(http("GET", f"/t/{TENANT}/admin/v1/impulses/{IMPULSE}")[2]).get("retired") is False,
+          "bringing it back puts it in use again")
 
     # The other pages, at a phone's width too.
     for page in ["audit", "webhooks"]:

@@ -85,7 +85,8 @@ struct ConsoleBrowserTests {
             #expect(process.terminationStatus == 0, "\(text.suffix(3000))")
             #expect(text.contains("console browser test: passed"))
             for page in [
-                "sign-in", "dashboard", "import-report", "users", "report", "audit", "webhooks", "dashboard-phone",
+                "sign-in", "dashboard", "import-report", "users", "report", "catalog", "audit", "webhooks",
+                "dashboard-phone",
             ] {
                 let file = Self.screenshots + "/" + database.rawValue + "/" + page + ".png"
                 #expect(FileManager.default.fileExists(atPath: file), "no screenshot \(file)")

@@ -123,6 +123,16 @@ struct Console: Sendable {
                 try await exportUser(visit, username: username)
             }
         }
+        router.get("/t/:tenant/console/catalog") { request, context in
+            try await page(request, context, tenant: try await tenant(context)) { visit in try await catalogPage(visit)
+            }
+        }
+        router.post("/t/:tenant/console/catalog/:impulse/retired") { request, context in
+            let impulse = try AdminAPI.parameter("impulse", context)
+            return try await form(request, context) { visit, fields in
+                try await setRetired(visit, impulse: impulse, fields)
+            }
+        }
         router.get("/t/:tenant/console/audit") { request, context in
             try await page(request, context, tenant: try await tenant(context)) { visit in
                 try await auditPage(visit, request)
@@ -352,7 +362,7 @@ struct Console: Sendable {
             let base = "/t/\(tenant.id)/console"
             items = [
                 (base, "Today"), (base + "/report", "Report"), (base + "/users", "Users"),
-                (base + "/webhooks", "Webhooks"), (base + "/audit", "Audit trail"),
+                (base + "/catalog", "Catalog"), (base + "/webhooks", "Webhooks"), (base + "/audit", "Audit trail"),
             ]
         }
         if visit.actor.role == .operator { items.append(("/console", "Tenants")) }
@@ -360,7 +370,12 @@ struct Console: Sendable {
     }
 
     func render(_ template: String, _ values: Any) -> String {
-        library.render(values, withTemplate: template) ?? ""
+        guard let text = library.render(values, withTemplate: template) else {
+            // A page without its template is a defect of this file: loud in debug builds (the tests).
+            assertionFailure("the console has no template \(template)")
+            return "<p>This page is missing.</p>"
+        }
+        return text
     }
 
     func layout(
