@@ -1,6 +1,8 @@
 import Engine
 import Foundation
 import NIOCore
+import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import Synchronization
 import Testing
@@ -11,24 +13,80 @@ import Testing
 /// transactions of their changes, sent signed to a real HTTPS receiver on loopback that fails, hangs and recovers.
 @Suite("Webhooks", .timeLimit(.minutes(3)))
 struct WebhookTests {
-    /// An HTTPS (HTTP/2) receiver whose answers the test chooses: fail with a status, hang, or take the event.
+    /// An HTTPS receiver whose answers the test chooses: fail with a status, hang, or take the event. It speaks
+    /// HTTP/1.1, as the dispatcher does, and records each request's version.
     final class Receiver: Sendable {
         enum Mode: Sendable {
             case answer(Int)
             case hang
         }
+
         struct Received: Sendable {
             var body: String
             var signature: String
             var type: String
             var status: Int
+            var version: HTTPVersion
         }
 
         final class State: Sendable {
             let lock = Mutex<(mode: Mode, received: [Received])>((.answer(200), []))
+
+            /// Records one whole request and says how to answer it (nil: never).
+            func take(_ head: HTTPRequestHead, body: ByteBuffer) -> Int? {
+                lock.withLock {
+                    let status: Int
+                    switch $0.mode {
+                    case .hang: status = 0
+                    case .answer(let answer): status = answer
+                    }
+                    $0.received.append(
+                        Received(
+                            body: String(buffer: body),
+                            signature: head.headers.first(name: "impulse-signature") ?? "",
+                            type: head.headers.first(name: "impulse-event-type") ?? "",
+                            status: status,
+                            version: head.version
+                        )
+                    )
+                    return status > 0 ? status : nil
+                }
+            }
         }
 
-        let server: HTTP2Server
+        /// Gathers one request at a time and answers it as `State` says.
+        final class Handler: ChannelInboundHandler, @unchecked Sendable {
+            typealias InboundIn = HTTPServerRequestPart
+            typealias OutboundOut = HTTPServerResponsePart
+            let state: State
+            var head: HTTPRequestHead?
+            var body = ByteBuffer()
+
+            init(state: State) { self.state = state }
+
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                switch unwrapInboundIn(data) {
+                case .head(let head):
+                    self.head = head
+                    body.clear()
+                case .body(var part):
+                    body.writeBuffer(&part)
+                case .end:
+                    guard let head, let status = state.take(head, body: body) else { return }
+                    var headers = HTTPHeaders([("content-length", "0")])
+                    if !head.isKeepAlive { headers.add(name: "connection", value: "close") }
+                    let response = HTTPResponseHead(
+                        version: head.version,
+                        status: HTTPResponseStatus(statusCode: status),
+                        headers: headers
+                    )
+                    context.write(wrapOutboundOut(.head(response)), promise: nil)
+                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                }
+            }
+        }
+
+        let server: any Channel
         let certificateFile: String
         private let state = State()
 
@@ -36,38 +94,33 @@ struct WebhookTests {
             let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: ["localhost"])
             certificateFile = TestBroker.temporaryDirectory() + "/receiver.crt"
             try certificatePEM.write(toFile: certificateFile, atomically: true, encoding: .utf8)
-            let tls = TLSConfiguration.makeServerConfiguration(
+            var configuration = TLSConfiguration.makeServerConfiguration(
                 certificateChain: [
                     .certificate(try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem))
                 ],
                 privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem))
             )
+            // Offers h2 first, as most HTTPS servers do: a client that asked for it would get it, and this
+            // receiver's HTTP/1.1 parser would take nothing.
+            configuration.applicationProtocols = ["h2", "http/1.1"]
+            let tls = try NIOSSLContext(configuration: configuration)
             let state = self.state
-            server = try await HTTP2Server.bind(host: "127.0.0.1", port: 0, tls: tls) { request, _ in
-                let headers = request.message.headers
-                func header(_ name: String) -> String { headers.first { $0.name == name }?.value ?? "" }
-                let mode = state.lock.withLock { $0.mode }
-                let status: Int
-                switch mode {
-                case .hang: status = 0
-                case .answer(let answer): status = answer
+            server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(Handler(state: state))
+                    }
                 }
-                state.lock.withLock {
-                    $0.received.append(
-                        Received(
-                            body: String(buffer: request.message.body),
-                            signature: header("impulse-signature"),
-                            type: header("impulse-event-type"),
-                            status: status
-                        )
-                    )
-                }
-                if status > 0 { request.respond(status: status) }
-            }
+                .bind(host: "127.0.0.1", port: 0)
+                .get()
         }
 
-        var url: String { "https://localhost:\(server.port)/hooks/impulse" }
+        var url: String { "https://localhost:\(server.localAddress?.port ?? 0)/hooks/impulse" }
         func set(_ mode: Mode) { state.lock.withLock { $0.mode = mode } }
+        func close() async { try? await server.close() }
         var received: [Received] { state.lock.withLock { $0.received } }
         /// The events the receiver took (answered 2xx), in order.
         var taken: [Received] { received.filter { (200..<300).contains($0.status) } }
@@ -104,7 +157,7 @@ struct WebhookTests {
     )
     func failsHangsRecovers(_ database: TestDatabase) async throws {
         let receiver = try await Receiver()
-        defer { Task { await receiver.server.close() } }
+        defer { Task { await receiver.close() } }
         receiver.set(.answer(500))
         try await TestBroker.run(database: database, webhooks: Self.configuration(receiver)) { broker in
             let events =
@@ -139,6 +192,7 @@ struct WebhookTests {
             receiver.set(.answer(204))
             #expect(try await eventually(seconds: 15) { receiver.taken.count == 2 })
             let taken = receiver.taken
+            #expect(receiver.received.allSatisfy { $0.version == .http1_1 })
             #expect(taken.map(\.type) == ["user.created", "user.deleted"])
             // What a receiver checks: the signature over timestamp and body, with the endpoint's secret.
             for event in taken {
@@ -220,7 +274,7 @@ struct WebhookTests {
     @Test("An event failing for its whole window is dropped and counted; bad endpoints are refused")
     func droppedAndRefused() async throws {
         let receiver = try await Receiver()
-        defer { Task { await receiver.server.close() } }
+        defer { Task { await receiver.close() } }
         receiver.set(.answer(503))
         try await TestBroker.run(webhooks: Self.configuration(receiver, window: .seconds(1))) { broker in
             let created = try await register(broker, #"{"url": "\#(receiver.url)", "events": ["user.created"]}"#)
