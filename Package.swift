@@ -35,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -91,6 +92,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // The console's server-rendered pages.
                 .product(name: "Mustache", package: "swift-mustache"),
+                // The console's media upload (multipart/form-data, read as it arrives).
+                .product(name: "MultipartKit", package: "multipart-kit"),
             ],
             // The OpenAPI document of the whole HTTP surface, served at /openapi.json.
             resources: [.copy("REST/openapi.json")],

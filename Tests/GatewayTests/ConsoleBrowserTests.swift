@@ -66,7 +66,7 @@ struct ConsoleBrowserTests {
             // Output to a file and the exit awaited, not waited for: a blocked thread of the cooperative pool (two
             // on this machine) would stall the broker the browser is talking to.
             let log = broker.directory + "/console-browser-test.log"
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
             process.standardOutput = handle
             process.standardError = handle

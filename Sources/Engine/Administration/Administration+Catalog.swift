@@ -44,7 +44,28 @@ extension Administration {
         by actor: AdminActor
     ) async throws -> (impulse: Impulse, created: Bool) {
         _ = try await self.tenant(tenant, by: actor)
-        let impulse = try CatalogImport.parseItem(item, tenant: tenant)
+        return try await saveImpulse(try CatalogImport.parseItem(item, tenant: tenant), as: id, mediaExists, by: actor)
+    }
+
+    /// Creates or replaces one impulse from an item already read (the console's form); true when new.
+    public func putImpulse(
+        tenant: TenantID,
+        id: ImpulseID,
+        _ item: CatalogImport.Item,
+        mediaExists: (String) -> Bool,
+        by actor: AdminActor
+    ) async throws -> (impulse: Impulse, created: Bool) {
+        _ = try await self.tenant(tenant, by: actor)
+        return try await saveImpulse(try CatalogImport.parseItem(item, tenant: tenant), as: id, mediaExists, by: actor)
+    }
+
+    private func saveImpulse(
+        _ impulse: Impulse,
+        as id: ImpulseID,
+        _ mediaExists: (String) -> Bool,
+        by actor: AdminActor
+    ) async throws -> (impulse: Impulse, created: Bool) {
+        let tenant = impulse.tenant
         guard impulse.id == id else {
             throw EngineError(.invalidInput, "the body's workingID (\(impulse.id)) is not the path's (\(id))")
         }

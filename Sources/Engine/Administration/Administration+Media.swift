@@ -36,6 +36,8 @@ extension Administration {
         let upload = try await folder.beginUpload(tenant: tenant, name: name)
         do {
             var head: [UInt8] = []
+            // Parts that came before the first bytes could be checked (a client may send tiny pieces).
+            var held: [[UInt8]] = []
             var size = 0
             var checked = false
             for try await part in parts {
@@ -51,14 +53,22 @@ extension Administration {
                 }
                 if !checked {
                     head += part.prefix(MediaKind.signatureLength - head.count)
-                    if head.count < MediaKind.signatureLength { continue }
+                    if head.count < MediaKind.signatureLength {
+                        held.append(part)
+                        continue
+                    }
                     try Self.checkSignature(head, name: name)
                     checked = true
+                    for earlier in held { try await upload.write(earlier) }
+                    held = []
                 }
                 try await upload.write(part)
             }
             guard size > 0 else { throw EngineError(.invalidInput, "the media file is empty") }
-            if !checked { try Self.checkSignature(head, name: name) }
+            if !checked {
+                try Self.checkSignature(head, name: name)
+                for earlier in held { try await upload.write(earlier) }
+            }
             try await store.recordAudit(
                 AuditEntry(actor, "media.upload", tenant: tenant, target: "media:\(name)", at: now())
             )

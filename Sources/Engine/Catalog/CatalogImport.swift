@@ -9,21 +9,54 @@ public enum CatalogImport {
         var items: [Item]
     }
 
-    struct Item: Decodable {
-        var workingID: String
-        var language: String
-        var title: String
-        var descriptionShort: String
-        var description: String
-        var duration: Int
-        var action: String
-        var single: Bool
-        var imageURLs: [String]?
-        var videoURL: String?
-        var webURL: String?
-        var lifeArea: String
-        var series: String?
-        var seriesPosition: Int?
+    /// One impulse as the format writes it (also what the console's form fills in).
+    public struct Item: Decodable, Sendable {
+        public var workingID: String
+        public var language: String
+        public var title: String
+        public var descriptionShort: String
+        public var description: String
+        public var duration: Int
+        public var action: String
+        public var single: Bool
+        public var imageURLs: [String]?
+        public var videoURL: String?
+        public var webURL: String?
+        public var lifeArea: String
+        public var series: String?
+        public var seriesPosition: Int?
+
+        public init(
+            workingID: String,
+            language: String,
+            title: String,
+            descriptionShort: String,
+            description: String,
+            duration: Int,
+            action: String,
+            single: Bool,
+            imageURLs: [String]?,
+            videoURL: String?,
+            webURL: String?,
+            lifeArea: String,
+            series: String?,
+            seriesPosition: Int?
+        ) {
+            self.workingID = workingID
+            self.language = language
+            self.title = title
+            self.descriptionShort = descriptionShort
+            self.description = description
+            self.duration = duration
+            self.action = action
+            self.single = single
+            self.imageURLs = imageURLs
+            self.videoURL = videoURL
+            self.webURL = webURL
+            self.lifeArea = lifeArea
+            self.series = series
+            self.seriesPosition = seriesPosition
+        }
     }
 
     public static func parse(_ data: Data, tenant: TenantID) throws(EngineError) -> [Impulse] {
@@ -32,7 +65,11 @@ public enum CatalogImport {
 
     /// One item of the format (`PUT` of one impulse in the admin API).
     public static func parseItem(_ data: Data, tenant: TenantID) throws(EngineError) -> Impulse {
-        try parse([try decode(Item.self, data)], tenant: tenant)[0]
+        try parseItem(try decode(Item.self, data), tenant: tenant)
+    }
+
+    public static func parseItem(_ item: Item, tenant: TenantID) throws(EngineError) -> Impulse {
+        try parse([item], tenant: tenant)[0]
     }
 
     private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws(EngineError) -> T {

@@ -129,7 +129,8 @@ public func buildApplication(
         authenticator: adminAuthenticator,
         tenants: tenants,
         store: store,
-        caches: caches
+        caches: caches,
+        configuration: configuration.rest
     )
     rest.admin = AdminAPI(
         administration: administration,

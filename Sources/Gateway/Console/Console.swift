@@ -29,6 +29,8 @@ struct Console: Sendable {
     let tenants: TenantDirectory
     let store: any BrokerStore
     let caches: CacheInvalidation
+    /// The REST API's settings: the media folder and its limits.
+    let configuration: RESTConfiguration
     let library: MustacheLibrary
     let policy: ConsoleSessionPolicy
     let maxFormSize: Int
@@ -39,6 +41,7 @@ struct Console: Sendable {
         tenants: TenantDirectory,
         store: any BrokerStore,
         caches: CacheInvalidation,
+        configuration: RESTConfiguration,
         policy: ConsoleSessionPolicy = ConsoleSessionPolicy(),
         maxFormSize: Int = 1 << 20
     ) throws {
@@ -47,6 +50,7 @@ struct Console: Sendable {
         self.tenants = tenants
         self.store = store
         self.caches = caches
+        self.configuration = configuration
         self.library = try ConsoleTemplates.library()
         self.policy = policy
         self.maxFormSize = maxFormSize
@@ -123,16 +127,7 @@ struct Console: Sendable {
                 try await exportUser(visit, username: username)
             }
         }
-        router.get("/t/:tenant/console/catalog") { request, context in
-            try await page(request, context, tenant: try await tenant(context)) { visit in try await catalogPage(visit)
-            }
-        }
-        router.post("/t/:tenant/console/catalog/:impulse/retired") { request, context in
-            let impulse = try AdminAPI.parameter("impulse", context)
-            return try await form(request, context) { visit, fields in
-                try await setRetired(visit, impulse: impulse, fields)
-            }
-        }
+        addCatalogRoutes(router)
         router.get("/t/:tenant/console/audit") { request, context in
             try await page(request, context, tenant: try await tenant(context)) { visit in
                 try await auditPage(visit, request)

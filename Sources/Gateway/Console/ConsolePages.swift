@@ -293,46 +293,6 @@ extension Console {
         )
     }
 
-    // MARK: Catalog
-
-    func catalogPage(_ visit: Visit) async throws -> Response {
-        let tenant = try requireTenant(visit)
-        let base = "/t/\(tenant.id)/console/catalog"
-        let impulses = try await administration.impulses(tenant: tenant.id, by: visit.actor).map {
-            impulse -> [String: String] in
-            [
-                "id": impulse.id.rawValue, "language": impulse.language, "title": impulse.title,
-                "area": impulse.lifeArea.rawValue,
-                "series": impulse.series.map { "\($0) \(impulse.seriesPosition.map(String.init) ?? "")" } ?? "",
-                "state": impulse.retired ? "retired" : "in use",
-                "action": base + "/" + Self.segment(impulse.id.rawValue) + "/retired",
-                "retireTo": impulse.retired ? "false" : "true", "label": impulse.retired ? "Bring back" : "Retire",
-                "csrf": visit.session.csrfToken,
-            ]
-        }
-        return html(
-            layout(
-                title: "Catalog",
-                scope: tenant.name,
-                visit: visit,
-                nav: nav(visit, current: base),
-                body: render("catalog", ["impulses": impulses])
-            )
-        )
-    }
-
-    func setRetired(_ visit: Visit, impulse: String, _ fields: [String: String]) async throws -> Response {
-        let tenant = try requireTenant(visit)
-        _ = try await administration.setRetired(
-            tenant: tenant.id,
-            id: try ImpulseID(impulse),
-            retired: fields["retired"] == "true",
-            by: visit.actor
-        )
-        await changed(tenant.id, [.catalog])
-        return redirect("/t/\(tenant.id)/console/catalog")
-    }
-
     // MARK: Audit trail and webhooks
 
     func auditPage(_ visit: Visit, _ request: Request) async throws -> Response {

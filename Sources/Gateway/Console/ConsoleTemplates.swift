@@ -5,15 +5,17 @@ import Mustache
 enum ConsoleTemplates {
     static func library() throws -> MustacheLibrary {
         var library = MustacheLibrary()
-        for (name, text) in [
-            ("layout", layout), ("sign-in", signIn), ("dashboard", dashboard), ("report", report), ("users", users),
-            ("import", importReport), ("audit", audit), ("webhooks", webhooks), ("tenants", tenants),
-            ("message", message), ("catalog", catalog),
-        ] {
+        for (name, text) in pages + catalogTemplates {
             try library.register(text, named: name)
         }
         return library
     }
+
+    static let pages = [
+        ("layout", layout), ("sign-in", signIn), ("dashboard", dashboard), ("report", report), ("users", users),
+        ("import", importReport), ("audit", audit), ("webhooks", webhooks), ("tenants", tenants),
+        ("message", message),
+    ]
 
     static let layout = """
         <!doctype html>
@@ -182,20 +184,6 @@ enum ConsoleTemplates {
         <td class="num">{{delivered}}</td><td class="num">{{dropped}}</td><td>{{last}}</td></tr>
         {{#attempts}}<tr><td colspan="7" class="muted">{{at}}: {{event}} {{outcome}} {{detail}}</td></tr>{{/attempts}}{{/endpoints}}
         {{^endpoints}}<tr><td colspan="7" class="muted">No endpoints.</td></tr>{{/endpoints}}</tbody>
-        </table></div>
-        """
-
-    static let catalog = """
-        <p class="muted">Impulses are imported and edited over the admin API (README, "Tenant admins"); here they can be
-        retired (never chosen again; deliveries keep showing them) and brought back.</p>
-        <div class="table-wrap"><table>
-        <thead><tr><th scope="col">Impulse</th><th scope="col">Language</th><th scope="col">Title</th>
-        <th scope="col">Life area</th><th scope="col">Series</th><th scope="col">State</th><th scope="col">Action</th></tr></thead>
-        <tbody>{{#impulses}}<tr><td>{{id}}</td><td>{{language}}</td><td>{{title}}</td><td>{{area}}</td><td>{{series}}</td>
-        <td>{{state}}</td><td><form class="inline" method="post" action="{{action}}">
-        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="retired" value="{{retireTo}}">
-        <button class="secondary" type="submit">{{label}}</button></form></td></tr>{{/impulses}}
-        {{^impulses}}<tr><td colspan="7" class="muted">The catalog is empty.</td></tr>{{/impulses}}</tbody>
         </table></div>
         """
 

@@ -72,8 +72,8 @@ final class WebhookDispatcher: Service, Sendable {
             )
         )
         // HTTP/1.1 with keep-alive: a few requests at a time per endpoint need no multiplexing, and
-        // AsyncHTTPClient 1.37.0's HTTP/2 pool asserts (crashing a debug build) when it arms a second idle timer
-        // for one connection, which a receiver's HTTP/2 connection made happen in our tests.
+        // AsyncHTTPClient 1.37.0's HTTP/2 pool mishandles a SETTINGS frame reaching an idle connection (it arms a
+        // second idle timer; an assertion in debug builds, which crashed our test run's own client).
         client.httpVersion = .http1Only
         client.connectionPool = .init(idleTimeout: .seconds(60))
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
