@@ -3,7 +3,7 @@
 
 Run by the Swift test ConsoleBrowserTests against a broker it started; the environment names it:
 CONSOLE_URL (https://127.0.0.1:PORT), CONSOLE_TENANT, CONSOLE_ADMIN, CONSOLE_PASSWORD, CONSOLE_IMPULSE (an impulse
-to deliver), CONSOLE_SCREENSHOTS (a directory). Every step prints what it checked; the first failed check exits 1.
+to deliver), CONSOLE_OPERATOR_TOKEN (to add an operator account), CONSOLE_SCREENSHOTS (a directory). Every step prints what it checked; the first failed check exits 1.
 """
 import base64
 import json
@@ -27,6 +27,7 @@ ADMIN = os.environ["CONSOLE_ADMIN"]
 PASSWORD = os.environ["CONSOLE_PASSWORD"]
 IMPULSE = os.environ["CONSOLE_IMPULSE"]
 SHOTS = os.environ["CONSOLE_SCREENSHOTS"]
+OPERATOR_TOKEN = os.environ["CONSOLE_OPERATOR_TOKEN"]
 CONSOLE = f"{BASE}/t/{TENANT}/console"
 # The broker's certificate is self-signed for the test: trusted here, and by the browser below.
 INSECURE = ssl.create_default_context()
@@ -78,6 +79,51 @@ def labelled(driver):
         return Array.from(document.querySelectorAll('input:not([type=hidden]), select, textarea'))
           .filter(e => !(e.id && document.querySelector('label[for="' + e.id + '"]')) && !e.getAttribute('aria-label'))
           .map(e => e.name || e.outerHTML);""")
+
+
+def low_contrast(driver):
+    """Text on the page below WCAG 2's AA contrast (4.5:1, 3:1 for large text): what it says and its ratio."""
+    return driver.execute_script("""
+        function rgba(text) {
+          const m = text.match(/rgba?\\(([^)]+)\\)/);
+          if (!m) { return [0, 0, 0, 1]; }
+          const p = m[1].split(',').map(parseFloat);
+          return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+        }
+        function luminance(c) {
+          const [r, g, b] = c.slice(0, 3).map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+          return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+        }
+        function background(element) {
+          for (let e = element; e; e = e.parentElement) {
+            const c = rgba(getComputedStyle(e).backgroundColor);
+            if (c[3] > 0.5) { return c; }
+          }
+          return [255, 255, 255, 1];
+        }
+        const failures = [];
+        for (const element of document.querySelectorAll('body *')) {
+          const own = Array.from(element.childNodes).some(n => n.nodeType === 3 && n.textContent.trim() !== '');
+          if (!own || element.closest('svg') || element.getClientRects().length === 0) { continue; }
+          const style = getComputedStyle(element);
+          if (style.visibility === 'hidden' || parseFloat(style.opacity) === 0) { continue; }
+          const fg = rgba(style.color), bg = background(element);
+          const [a, b] = [luminance(fg), luminance(bg)];
+          const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+          const size = parseFloat(style.fontSize), bold = parseInt(style.fontWeight) >= 700;
+          const large = size >= 24 || (bold && size >= 18.66);
+          if (ratio < (large ? 3 : 4.5)) { failures.push(element.textContent.trim().slice(0, 40) + ' ' + ratio.toFixed(2)); }
+        }
+        return failures;""")
+
+
+def page_checks(driver, name):
+    """Every page: its controls labelled, its text legible (contrast), a screenshot."""
+    unlabelled = labelled(driver)
+    check(unlabelled == [], f"the {name} page's controls are labelled {unlabelled}")
+    faint = low_contrast(driver)
+    check(faint == [], f"the {name} page's text has AA contrast {faint[:5]}")
+    shot(driver, name)
 
 
 def card(driver, label):
@@ -255,11 +301,29 @@ def run(driver):
           "the title's markup is shown as text in the catalog")
     shot(driver, "catalog-edited")
 
-    # The other pages, at a phone's width too.
-    for page in ["audit", "webhooks"]:
-        driver.get(f"{CONSOLE}/{page}")
-        check(driver.find_element(By.TAG_NAME, "h1").text != "", f"the {page} page renders")
-        shot(driver, page)
+    # Register a webhook: its secret is shown once; then turn it off.
+    driver.get(CONSOLE + "/webhooks")
+    driver.find_element(By.ID, "webhook-url").send_keys("https://hooks.example.com/impulse")
+    driver.find_element(By.ID, "event-user-deleted").click()  # every event is ticked at first: leave one out
+    driver.find_element(By.CSS_SELECTOR, f"form[action$='/console/webhooks'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    notice = driver.find_element(By.CSS_SELECTOR, "p.notice, p.error").text
+    check("signing secret is whsec_" in notice, f"a registered webhook shows its secret once ({notice[:80]})")
+    status, _, body = http("GET", f"/t/{TENANT}/admin/v1/webhooks")
+    events = json.loads(body)["items"][0]["events"]
+    check(status == 200 and "user.deleted" not in events and "delivery.read" in events,
+          "the webhook takes the events ticked")
+    driver.find_element(By.XPATH, "//button[text()='Turn off']").click()
+    WebDriverWait(driver, 20, ignored_exceptions=reloading).until(
+        lambda d: "is off" in d.find_element(By.CSS_SELECTOR, "p.notice").text)
+    check(json.loads(http("GET", f"/t/{TENANT}/admin/v1/webhooks")[2])["items"][0]["enabled"] is False,
+          "turning a webhook off in the console turns it off")
+
+    # Every page: labelled controls, AA contrast, a screenshot; at a phone's width too.
+    for page in ["", "report", "users", "catalog", "media", "devices", "webhooks", "audit"]:
+        driver.get(f"{CONSOLE}/{page}" if page else CONSOLE)
+        check(driver.find_element(By.TAG_NAME, "h1").text != "", f"the {page or 'today'} page renders")
+        page_checks(driver, page or "today")
     driver.set_window_size(390, 844)
     driver.get(CONSOLE)
     width = driver.execute_script("return document.documentElement.scrollWidth")
@@ -278,6 +342,37 @@ def run(driver):
     except urllib.error.HTTPError as error:
         status = error.code
     check(status == 303, "the signed-out session's cookie is sent to sign in again")
+
+    # An operator: the tenants page creates a tenant with its first admin; the node page; a tenant's APNs page
+    # with its credentials.
+    status, _, body = http("POST", "/admin/v1/operators", body=json.dumps({"name": "browser-ops",
+                                                                         "password": "browser-ops-1"}).encode(),
+                           headers={"Content-Type": "application/json", "Authorization": f"Bearer {OPERATOR_TOKEN}"},
+                           auth=False)
+    check(status == 201, f"an operator account is added ({status} {body[:100]})")
+    driver.get(f"{BASE}/console")
+    check(driver.current_url.endswith("/console/sign-in"), "the operators' console asks to sign in")
+    driver.find_element(By.ID, "name").send_keys("browser-ops")
+    driver.find_element(By.ID, "password").send_keys("browser-ops-1" + Keys.ENTER)
+    WebDriverWait(driver, 20).until(lambda d: d.current_url == f"{BASE}/console")
+    for field, value in [("tenant-id", "browser-co"), ("tenant-name", "Browser & Co"), ("tenant-zone", "Europe/Vienna"),
+                         ("tenant-topic", "com.browser.impulse"), ("admin-username", "chief"),
+                         ("admin-password", "chief-pass-1")]:
+        driver.find_element(By.ID, field).send_keys(value)
+    driver.find_element(By.CSS_SELECTOR, "form[action='/console/tenants'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    check("chief signs in at /t/browser-co/console" in driver.page_source, "an operator creates a tenant and its admin")
+    page_checks(driver, "tenants")
+    driver.find_element(By.CSS_SELECTOR, "form[action='/console/tenants/browser-co/suspended'] button").click()
+    WebDriverWait(driver, 20, ignored_exceptions=reloading).until(
+        lambda d: "is suspended" in d.find_element(By.CSS_SELECTOR, "p.notice").text)
+    check(True, "suspending a tenant says what it means")
+    driver.get(f"{BASE}/console/node")
+    check("Tenants on this node" in driver.page_source, "the node page shows this node's state")
+    page_checks(driver, "node")
+    driver.get(CONSOLE + "/devices")
+    check(driver.find_elements(By.ID, "teamID") != [], "an operator may upload the tenant's APNs signing key")
+    page_checks(driver, "devices-operator")
     print("console browser test: passed", flush=True)
 
 

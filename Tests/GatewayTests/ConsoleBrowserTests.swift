@@ -61,6 +61,7 @@ struct ConsoleBrowserTests {
             environment["CONSOLE_ADMIN"] = "root"
             environment["CONSOLE_PASSWORD"] = Fixture.rootPassword
             environment["CONSOLE_IMPULSE"] = "acme-2"
+            environment["CONSOLE_OPERATOR_TOKEN"] = Fixture.operatorToken
             environment["CONSOLE_SCREENSHOTS"] = Self.screenshots + "/" + database.rawValue
             process.environment = environment
             // Output to a file and the exit awaited, not waited for: a blocked thread of the cooperative pool (two

@@ -10,53 +10,6 @@ import Testing
 /// field checked before any byte is written.
 @Suite("Console catalog and media", .timeLimit(.minutes(3)))
 struct ConsoleCatalogTests {
-    /// A signed-in tenant admin: the session cookie and the page's CSRF token.
-    struct Session {
-        var cookie: String
-        var csrf: String
-    }
-
-    func signIn(_ broker: TestBroker) async throws -> Session {
-        let opened = try await broker.send(
-            .POST,
-            "/t/acme/console/sign-in",
-            user: nil,
-            headers: [("Content-Type", "application/x-www-form-urlencoded")],
-            body:
-                "name=root&password=\(Fixture.rootPassword.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
-        )
-        let cookie = try #require(ConsoleTests.cookie(opened))
-        let page = try await broker.send(.GET, "/t/acme/console/catalog", user: nil, headers: [("Cookie", cookie)])
-        #expect(page.status == 200)
-        return Session(cookie: cookie, csrf: try #require(Self.csrf(page.text)))
-    }
-
-    static func csrf(_ html: String) -> String? {
-        html.components(separatedBy: #"name="csrf" value=""#).dropFirst().first?.split(separator: "\"").first
-            .map(String.init)
-    }
-
-    func post(
-        _ broker: TestBroker,
-        _ session: Session,
-        _ path: String,
-        _ fields: [(String, String)],
-        plain: Bool = false
-    ) async throws -> TestBroker.Reply {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        let body = fields.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
-            .joined(separator: "&")
-        return try await broker.send(
-            .POST,
-            path,
-            user: nil,
-            headers: [("Cookie", session.cookie), ("Content-Type", "application/x-www-form-urlencoded")],
-            body: body,
-            plain: plain
-        )
-    }
-
     /// A `multipart/form-data` body: `fields` in order, then the file (or the file first when `fileFirst`).
     static func multipart(
         _ fields: [(String, String)],
@@ -81,7 +34,7 @@ struct ConsoleCatalogTests {
 
     func upload(
         _ broker: TestBroker,
-        _ session: Session,
+        _ session: ConsoleClient,
         _ body: [UInt8],
         plain: Bool = false
     ) async throws -> TestBroker.Reply {
@@ -110,7 +63,7 @@ struct ConsoleCatalogTests {
     @Test("Editing, adding and importing impulses follow the admin API's rules; a refused form keeps what was typed")
     func catalog() async throws {
         try await TestBroker.run { broker in
-            let session = try await signIn(broker)
+            let session = try await ConsoleClient.signIn(broker)
             let edit = try await broker.send(
                 .GET,
                 "/t/acme/console/catalog/acme-1/edit",
@@ -119,13 +72,13 @@ struct ConsoleCatalogTests {
             )
             #expect(edit.status == 200 && edit.text.contains(#"value="Title acme-1""#))
             var fields: [(String, String)] = [
-                ("csrf", session.csrf), ("language", "EN"), ("title", "<b>Breathe</b> & stretch"),
+                ("language", "EN"), ("title", "<b>Breathe</b> & stretch"),
                 ("descriptionShort", "Short"), ("description", "Line one\nLine two"), ("duration", "7"),
                 ("action", "do"), ("lifeArea", "sleep"), ("single", "true"),
                 ("imageURLs", "/media/acme/acme-1.jpg\nhttps://cdn.example.com/acme-1.png"),
             ]
             // The image it links is not in the media folder: refused, with the form as typed, escaped.
-            let refused = try await post(broker, session, "/t/acme/console/catalog/acme-1/edit", fields)
+            let refused = try await session.post("/t/acme/console/catalog/acme-1/edit", fields)
             #expect(refused.status == 422 && refused.text.contains("is not in the media folder"), "\(refused.text)")
             #expect(refused.text.contains("&lt;b&gt;Breathe&lt;/b&gt; &amp; stretch") && !refused.text.contains("<b>B"))
             #expect(try await title(broker, "acme-1") == "Title acme-1")
@@ -136,27 +89,20 @@ struct ConsoleCatalogTests {
                 Self.multipart([("csrf", session.csrf)], file: ("acme-1.jpg", "image/jpeg", Self.jpeg(300_000)))
             )
             #expect(uploaded.status == 201 && uploaded.text.contains("acme-1.jpg is uploaded"), "\(uploaded.text)")
-            let saved = try await post(broker, session, "/t/acme/console/catalog/acme-1/edit", fields)
+            let saved = try await session.post("/t/acme/console/catalog/acme-1/edit", fields)
             #expect(saved.status == 200 && saved.text.contains("acme-1 is saved"), "\(saved.text)")
             #expect(try await title(broker, "acme-1") == "<b>Breathe</b> & stretch")
             // A number that is not one, and a missing CSRF token.
-            fields[5] = ("duration", "seven")
-            let notNumber = try await post(broker, session, "/t/acme/console/catalog/acme-1/edit", fields)
+            fields[4] = ("duration", "seven")
+            let notNumber = try await session.post("/t/acme/console/catalog/acme-1/edit", fields)
             #expect(notNumber.status == 422 && notNumber.text.contains("whole numbers"))
-            let forged = try await post(
-                broker,
-                session,
-                "/t/acme/console/catalog/acme-1/edit",
-                Array(fields.dropFirst())
-            )
+            let forged = try await session.post("/t/acme/console/catalog/acme-1/edit", fields, csrf: false)
             #expect(forged.status == 403)
             // A new impulse, then one whose id exists is a replacement.
-            fields[5] = ("duration", "3")
-            let added = try await post(
-                broker,
-                session,
+            fields[4] = ("duration", "3")
+            let added = try await session.post(
                 "/t/acme/console/catalog/new",
-                fields + [("workingID", "acme-new"), ("imageURLs", "")]
+                fields + [("workingID", "acme-new")]
             )
             #expect(added.status == 200 && added.text.contains("acme-new is added"), "\(added.text)")
             #expect(try await title(broker, "acme-new") == "<b>Breathe</b> & stretch")
@@ -165,27 +111,21 @@ struct ConsoleCatalogTests {
                 #"{"workingID": "\#(id)", "language": "EN", "title": "\#(title)", "descriptionShort": "s", "#
                     + #""description": "d", "duration": 4, "action": "read", "single": true, "lifeArea": "\#(area)"}"#
             }
-            let bad = try await post(
-                broker,
-                session,
+            let bad = try await session.post(
                 "/t/acme/console/catalog/import",
                 [
-                    ("csrf", session.csrf),
-                    ("document", #"{"items": [\#(item("acme-x", "X", "sleep")), \#(item("acme-y", "Y", "nowhere"))]}"#),
+                    ("document", #"{"items": [\#(item("acme-x", "X", "sleep")), \#(item("acme-y", "Y", "nowhere"))]}"#)
                 ]
             )
             #expect(bad.status == 422 && bad.text.contains("Nothing was imported") && bad.text.contains("item 1"))
             #expect(try await broker.send(.GET, "/t/acme/admin/v1/impulses/acme-x", user: "root").status == 404)
-            let imported = try await post(
-                broker,
-                session,
+            let imported = try await session.post(
                 "/t/acme/console/catalog/import",
                 [
-                    ("csrf", session.csrf),
                     (
                         "document",
                         #"{"items": [\#(item("acme-x", "X", "sleep")), \#(item("acme-new", "Renamed", "work"))]}"#
-                    ),
+                    )
                 ]
             )
             #expect(imported.status == 200 && imported.text.contains("1 added, 1 replaced"), "\(imported.text)")
@@ -208,7 +148,7 @@ struct ConsoleCatalogTests {
     )
     func media(plain: Bool) async throws {
         try await TestBroker.run(plain: plain) { broker in
-            let session = try await signIn(broker)
+            let session = try await ConsoleClient.signIn(broker)
             let folder = broker.directory + "/media/acme"
             func onDisk() -> [String] {
                 ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
@@ -258,41 +198,33 @@ struct ConsoleCatalogTests {
             )
             #expect(page.status == 200 && page.text.contains("/media/acme/calm.png"))
             // Not a multipart body at all.
-            let form = try await post(broker, session, "/t/acme/console/media", [("csrf", session.csrf)], plain: plain)
+            let form = try await session.post("/t/acme/console/media", plain: plain)
             #expect(form.status == 415)
             // Linked by an impulse in use: kept; once unlinked, deleted.
-            let linked = try await post(
-                broker,
-                session,
+            let linked = try await session.post(
                 "/t/acme/console/catalog/new",
                 [
-                    ("csrf", session.csrf), ("workingID", "calm"), ("language", "EN"), ("title", "Calm"),
+                    ("workingID", "calm"), ("language", "EN"), ("title", "Calm"),
                     ("duration", "2"), ("action", "read"), ("lifeArea", "sleep"), ("single", "true"),
                     ("imageURLs", "/media/acme/calm.png"),
                 ],
                 plain: plain
             )
             #expect(linked.status == 200, "\(linked.text)")
-            let kept = try await post(
-                broker,
-                session,
+            let kept = try await session.post(
                 "/t/acme/console/media/calm.png/delete",
-                [("csrf", session.csrf)],
+                [],
                 plain: plain
             )
             #expect(kept.status == 409 && kept.text.contains("impulse calm links"), "\(kept.text)")
-            _ = try await post(
-                broker,
-                session,
+            _ = try await session.post(
                 "/t/acme/console/catalog/calm/retired",
-                [("csrf", session.csrf), ("retired", "true")],
+                [("retired", "true")],
                 plain: plain
             )
-            let deleted = try await post(
-                broker,
-                session,
+            let deleted = try await session.post(
                 "/t/acme/console/media/calm.png/delete",
-                [("csrf", session.csrf)],
+                [],
                 plain: plain
             )
             #expect(deleted.status == 200 && deleted.text.contains("calm.png is deleted"))

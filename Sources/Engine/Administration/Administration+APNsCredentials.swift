@@ -7,10 +7,14 @@ extension Administration {
     /// (`adminsManageAPNsCredentials`).
     func credentialsTenant(_ id: TenantID, by actor: AdminActor) async throws -> Tenant {
         let tenant = try await self.tenant(id, by: actor)
-        guard actor.role == .operator || tenant.adminsManageAPNsCredentials else {
+        guard Self.managesAPNsCredentials(tenant, actor) else {
             throw EngineError(.forbidden, "an operator manages this tenant's APNs credentials")
         }
         return tenant
+    }
+
+    static func managesAPNsCredentials(_ tenant: Tenant, _ actor: AdminActor) -> Bool {
+        actor.role == .operator || tenant.adminsManageAPNsCredentials
     }
 
     /// The tenant's uploaded credentials, newest first (what they are, never their secrets).

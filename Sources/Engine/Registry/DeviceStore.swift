@@ -15,6 +15,29 @@ public protocol DeviceStore: Sendable {
     func applyTokenVerdicts(tenant: TenantID, topic: String, _ verdicts: [TokenVerdict]) async throws -> [Bool]
     /// Deletes the devices that verdicts marked gone before `date` (they are invisible already); returns how many.
     func purgeRemovedDevices(before date: Date) async throws -> Int
+    /// The tenant's devices counted per topic and environment: registered, quarantined, removed (awaiting the
+    /// purge). One pass over the tenant's rows.
+    func deviceTallies(tenant: TenantID) async throws -> [DeviceTally]
+}
+
+/// A tenant's devices of one topic and environment, by state.
+public struct DeviceTally: Sendable, Equatable {
+    public var topic: String
+    public var environment: APNsEnvironment
+    /// Registered, pushes go to them.
+    public var active: Int
+    /// APNs called the token bad or of the other environment: no pushes until registered again.
+    public var quarantined: Int
+    /// APNs said the app is gone: invisible, deleted by the next purge.
+    public var removed: Int
+
+    public init(topic: String, environment: APNsEnvironment, active: Int, quarantined: Int, removed: Int) {
+        self.topic = topic
+        self.environment = environment
+        self.active = active
+        self.quarantined = quarantined
+        self.removed = removed
+    }
 }
 
 /// What APNs' answer means for a device token.

@@ -94,6 +94,28 @@ extension SQLiteStore {
         }
     }
 
+    public func deviceTallies(tenant: TenantID) async throws -> [DeviceTally] {
+        try await read { db in
+            try Row.fetchAll(db, sql: Self.deviceTalliesSQL, arguments: [tenant.rawValue]).map { row in
+                DeviceTally(
+                    topic: row[0],
+                    environment: APNsEnvironment(rawValue: row[1]) ?? .production,
+                    active: row[2],
+                    quarantined: row[3],
+                    removed: row[4]
+                )
+            }
+        }
+    }
+
+    static let deviceTalliesSQL = """
+        SELECT topic, environment,
+            count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NULL),
+            count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NOT NULL),
+            count(*) FILTER (WHERE removed_at IS NOT NULL)
+        FROM devices WHERE tenant_id = ? GROUP BY topic, environment ORDER BY topic, environment
+        """
+
     public func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device? {
         try await read { db in
             try Row.fetchOne(

@@ -130,7 +130,10 @@ public func buildApplication(
         tenants: tenants,
         store: store,
         caches: caches,
-        configuration: configuration.rest
+        configuration: configuration.rest,
+        inspector: inspector,
+        vault: vault,
+        webhookPolicy: configuration.webhooks.policy
     )
     rest.admin = AdminAPI(
         administration: administration,

@@ -31,6 +31,12 @@ struct Console: Sendable {
     let caches: CacheInvalidation
     /// The REST API's settings: the media folder and its limits.
     let configuration: RESTConfiguration
+    /// Checks and seals uploaded APNs credentials (nil: no credential key, no uploads).
+    let vault: APNsCredentialVault?
+    /// Where tenants' webhooks may point.
+    let webhookPolicy: WebhookTargetPolicy
+    /// This node's live state (APNs connections, the scheduler), as `/inspect` shows it.
+    let inspector: Inspector?
     let library: MustacheLibrary
     let policy: ConsoleSessionPolicy
     let maxFormSize: Int
@@ -42,6 +48,9 @@ struct Console: Sendable {
         store: any BrokerStore,
         caches: CacheInvalidation,
         configuration: RESTConfiguration,
+        inspector: Inspector? = nil,
+        vault: APNsCredentialVault? = nil,
+        webhookPolicy: WebhookTargetPolicy = WebhookTargetPolicy(),
         policy: ConsoleSessionPolicy = ConsoleSessionPolicy(),
         maxFormSize: Int = 1 << 20
     ) throws {
@@ -51,6 +60,9 @@ struct Console: Sendable {
         self.store = store
         self.caches = caches
         self.configuration = configuration
+        self.inspector = inspector
+        self.vault = vault
+        self.webhookPolicy = webhookPolicy
         self.library = try ConsoleTemplates.library()
         self.policy = policy
         self.maxFormSize = maxFormSize
@@ -81,9 +93,7 @@ struct Console: Sendable {
             try await signIn(request, context, tenant: try await tenant(context), scheme: scheme)
         }
         router.post("/console/sign-out") { request, context in try await signOut(request, context) }
-        router.get("/console") { request, context in
-            try await page(request, context, tenant: nil) { visit in try await tenantsPage(visit) }
-        }
+        addOperatorRoutes(router)
         router.get("/t/:tenant/console") { request, context in
             try await page(request, context, tenant: try await tenant(context)) { visit in
                 try await dashboard(visit)
@@ -128,16 +138,13 @@ struct Console: Sendable {
             }
         }
         addCatalogRoutes(router)
+        addDevicesRoutes(router)
         router.get("/t/:tenant/console/audit") { request, context in
             try await page(request, context, tenant: try await tenant(context)) { visit in
                 try await auditPage(visit, request)
             }
         }
-        router.get("/t/:tenant/console/webhooks") { request, context in
-            try await page(request, context, tenant: try await tenant(context)) { visit in
-                try await webhooksPage(visit)
-            }
-        }
+        addWebhooksRoutes(router)
     }
 
     func tenant(_ context: BrokerRequestContext) async throws -> Tenant {
@@ -303,11 +310,21 @@ struct Console: Sendable {
         _ context: BrokerRequestContext,
         _ handle: (Visit, [String: String]) async throws -> Response
     ) async throws -> Response {
-        let tenant = try await tenant(context)
+        try await form(request, context, tenant: try await tenant(context), handle)
+    }
+
+    /// A form post of `tenant`'s pages, or (nil) of the operators' pages.
+    func form(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        tenant: Tenant?,
+        _ handle: (Visit, [String: String]) async throws -> Response
+    ) async throws -> Response {
         guard Self.sameOrigin(request) else { return forbidden("This form came from another site.") }
         guard let visit = try await visit(request, tenant: tenant) else {
-            return redirect("/t/\(tenant.id)/console/sign-in")
+            return redirect(tenant.map { "/t/\($0.id)/console/sign-in" } ?? "/console/sign-in")
         }
+        if tenant == nil, visit.actor.role != .operator { return forbidden("This page is the operators'.") }
         let fields = try await Self.formFields(request, limit: maxFormSize)
         guard ConsoleSessionPolicy.matches(fields["csrf"], visit.session.csrfToken) else {
             context.logger.notice("console form refused: no valid CSRF token")
@@ -357,10 +374,15 @@ struct Console: Sendable {
             let base = "/t/\(tenant.id)/console"
             items = [
                 (base, "Today"), (base + "/report", "Report"), (base + "/users", "Users"),
-                (base + "/catalog", "Catalog"), (base + "/webhooks", "Webhooks"), (base + "/audit", "Audit trail"),
+                (base + "/catalog", "Catalog"), (base + "/devices", "Devices and APNs"),
+                (base + "/webhooks", "Webhooks"),
+                (base + "/audit", "Audit trail"),
             ]
         }
-        if visit.actor.role == .operator { items.append(("/console", "Tenants")) }
+        if visit.actor.role == .operator {
+            items.append(("/console", "Tenants"))
+            items.append(("/console/node", "This node"))
+        }
         return items.map { NavItem(href: $0.0, label: $0.1, current: $0.0 == current) }
     }
 

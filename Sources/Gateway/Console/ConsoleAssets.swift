@@ -25,6 +25,10 @@ enum ConsoleAssets {
         .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(140px, 1fr)); gap: 12px; }
         .card { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; }
         .card .value { font-size: 26px; font-weight: 700; display: block; }
+        .progress { display: grid; gap: 4px; max-width: 720px; margin: 8px 0 16px; }
+        .progress label { font-weight: 400; }
+        progress { width: 100%; height: 18px; accent-color: var(--accent); }
+        .card .value.small { font-size: 17px; overflow-wrap: anywhere; }
         .card .label { color: var(--muted); font-size: 14px; }
         .table-wrap { overflow-x: auto; }
         table { border-collapse: collapse; width: 100%; font-size: 15px; }
@@ -34,6 +38,8 @@ enum ConsoleAssets {
         form.inline { display: inline; }
         form.stack { display: grid; gap: 8px; max-width: 460px; }
         form.stack.wide { max-width: 720px; }
+        fieldset { border: 1px solid var(--line); border-radius: 4px; padding: 8px 12px; }
+        legend { font-weight: 600; font-size: 14px; }
         label.check { display: inline; font-weight: 400; margin-left: 6px; }
         code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 14px; }
         form.row { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 8px 0; }
@@ -48,6 +54,7 @@ enum ConsoleAssets {
         .notice { padding: 8px 12px; border-left: 4px solid var(--good); background: #e9f5ec; margin: 8px 0; }
         .error { padding: 8px 12px; border-left: 4px solid var(--bad); background: #fbeaec; margin: 8px 0; }
         .muted { color: var(--muted); }
+        .bad { color: var(--bad); font-weight: 600; }
         .chart { width: 100%; height: auto; max-width: 900px; border: 1px solid var(--line); border-radius: 6px; }
         .chart .assigned { fill: var(--bar); }
         .chart .read { fill: var(--read); }

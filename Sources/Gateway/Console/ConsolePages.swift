@@ -5,21 +5,6 @@ import NIOCore
 
 /// The console's pages: each reads and writes through ``Administration``, as the admin API does.
 extension Console {
-    // MARK: Operators
-
-    func tenantsPage(_ visit: Visit) async throws -> Response {
-        let tenants = try await administration.tenants(by: visit.actor).map { tenant in
-            [
-                "id": tenant.id.rawValue, "name": tenant.name, "state": tenant.suspended ? "suspended" : "active",
-                "zone": tenant.defaultTimeZone, "href": "/t/\(tenant.id)/console",
-            ]
-        }
-        let body = render("tenants", ["tenants": tenants])
-        return html(
-            layout(title: "Tenants", scope: nil, visit: visit, nav: nav(visit, current: "/console"), body: body)
-        )
-    }
-
     // MARK: Today and the report
 
     func dashboard(_ visit: Visit) async throws -> Response {
@@ -39,15 +24,21 @@ extension Console {
             ["label": "skipped (weekdays)", "value": "\(dispatch.skippedWeekday)"],
         ]
         let base = "/t/\(tenant.id)/console"
-        let body = render(
-            "dashboard",
-            [
-                "today": report.range.through.description, "zone": tenant.defaultTimeZone,
-                "updated": Self.time(Date(), zone: tenant.defaultTimeZone), "cards": cards,
-                "chart": ConsoleChart.svg(report.days, title: "Deliveries assigned and read per day, last 30 days"),
-                "reportHref": base + "/report",
-            ] as [String: Any]
-        )
+        var values: [String: Any] = [
+            "today": report.range.through.description, "zone": tenant.defaultTimeZone,
+            "updated": Self.time(Date(), zone: tenant.defaultTimeZone), "cards": cards,
+            "chart": ConsoleChart.svg(report.days, title: "Deliveries assigned and read per day, last 30 days"),
+            "reportHref": base + "/report",
+            "due": "\(dispatch.due)", "assigned": "\(counts.assigned)", "pushed": "\(counts.pushed)",
+            "settled": "\(counts.pushed + counts.noDevice + counts.failed)", "noDevice": "\(counts.noDevice)",
+            "failed": "\(counts.failed)", "assignedMax": "\(max(dispatch.due, counts.assigned, 1))",
+            "pushedMax": "\(max(counts.assigned, 1))",
+        ]
+        values["alerts"] = try await liveAlerts(visit, tenant: tenant.id)
+        if let view = try await inspector?.view(tenant: tenant.id).tenants.first {
+            values["queued"] = "\(view.queued)"
+        }
+        let body = render("dashboard", values)
         return html(
             layout(
                 title: "Today",
@@ -58,6 +49,37 @@ extension Console {
                 refresh: 30
             )
         )
+    }
+
+    /// What is wrong with today's dispatch right now, as this node sees it: the tenant's pushes paused or APNs
+    /// unreachable; for operators also the shared scheduler failing or late.
+    func liveAlerts(_ visit: Visit, tenant: TenantID) async throws -> [String] {
+        guard let inspector else { return [] }
+        var alerts: [String] = []
+        let view = try await inspector.view(tenant: visit.actor.role == .operator ? nil : tenant)
+        if let own = view.tenants.first(where: { $0.tenant == tenant.rawValue }) {
+            if let paused = own.configurationError { alerts.append("Pushes are paused: \(paused)") }
+            for pool in own.apns {
+                if let unreachable = pool.unreachable {
+                    alerts.append(
+                        "APNs (\(pool.environment)) has been unreachable for "
+                            + "\(Self.duration(Double(unreachable.forSeconds))): \(unreachable.lastError ?? "no answer")"
+                    )
+                }
+            }
+        }
+        if let scheduler = view.scheduler {
+            if let failing = scheduler.failing {
+                alerts.append(
+                    "The scheduler is failing (\(failing.consecutiveFailures) times in a row): "
+                        + (failing.lastError ?? "unknown error")
+                )
+            }
+            if scheduler.lagSeconds > 60 {
+                alerts.append("The scheduler is \(Self.duration(scheduler.lagSeconds)) behind its due users.")
+            }
+        }
+        return alerts
     }
 
     func reportPage(_ visit: Visit, _ request: Request) async throws -> Response {
@@ -293,7 +315,7 @@ extension Console {
         )
     }
 
-    // MARK: Audit trail and webhooks
+    // MARK: Audit trail
 
     func auditPage(_ visit: Visit, _ request: Request) async throws -> Response {
         let tenant = try requireTenant(visit)
@@ -321,45 +343,6 @@ extension Console {
                 visit: visit,
                 nav: nav(visit, current: base),
                 body: render("audit", values)
-            )
-        )
-    }
-
-    func webhooksPage(_ visit: Visit) async throws -> Response {
-        let tenant = try requireTenant(visit)
-        var endpoints: [[String: Any]] = []
-        for (endpoint, pending) in try await administration.webhooks(tenant: tenant.id, by: visit.actor) {
-            let attempts = try await administration.webhookAttempts(
-                tenant: tenant.id,
-                id: endpoint.id,
-                limit: 5,
-                by: visit.actor
-            )
-            endpoints.append([
-                "url": endpoint.url, "events": endpoint.events.sorted().map(\.rawValue).joined(separator: ", "),
-                "state": endpoint.enabled ? "enabled" : "disabled", "pending": "\(pending)",
-                "delivered": "\(endpoint.delivered)", "dropped": "\(endpoint.dropped)",
-                "last": endpoint.lastAttemptAt.map {
-                    Self.time($0, zone: tenant.defaultTimeZone) + (endpoint.lastError.map { ": \($0)" } ?? "")
-                } ?? "never",
-                "attempts": attempts.map { attempt -> [String: String] in
-                    [
-                        "at": Self.time(attempt.at, zone: tenant.defaultTimeZone), "event": attempt.event.rawValue,
-                        "outcome": attempt.outcome,
-                        "detail": [attempt.status.map { "HTTP \($0)" }, attempt.error].compactMap { $0 }
-                            .joined(separator: ", "),
-                    ]
-                },
-            ])
-        }
-        let base = "/t/\(tenant.id)/console/webhooks"
-        return html(
-            layout(
-                title: "Webhooks",
-                scope: tenant.name,
-                visit: visit,
-                nav: nav(visit, current: base),
-                body: render("webhooks", ["endpoints": endpoints])
             )
         )
     }

@@ -5,7 +5,9 @@ import Mustache
 enum ConsoleTemplates {
     static func library() throws -> MustacheLibrary {
         var library = MustacheLibrary()
-        for (name, text) in pages + catalogTemplates {
+        for (name, text) in pages + catalogTemplates + devicesTemplates + webhooksTemplates
+            + operatorTemplates
+        {
             try library.register(text, named: name)
         }
         return library
@@ -13,7 +15,7 @@ enum ConsoleTemplates {
 
     static let pages = [
         ("layout", layout), ("sign-in", signIn), ("dashboard", dashboard), ("report", report), ("users", users),
-        ("import", importReport), ("audit", audit), ("webhooks", webhooks), ("tenants", tenants),
+        ("import", importReport), ("audit", audit),
         ("message", message),
     ]
 
@@ -70,6 +72,14 @@ enum ConsoleTemplates {
         <p class="muted">Today is {{today}} in the programme's time zone ({{zone}}). This page refreshes every 30 seconds;
         updated {{updated}}.</p>
         <h2>Today's dispatch</h2>
+        {{#alerts}}<p class="error" role="alert">{{.}}</p>{{/alerts}}
+        <div class="progress">
+        <label for="progress-assigned">Assigned: {{assigned}} of the {{due}} users due so far</label>
+        <progress id="progress-assigned" max="{{assignedMax}}" value="{{assigned}}">{{assigned}} of {{due}}</progress>
+        <label for="progress-pushed">Settled: {{settled}} of {{assigned}} assigned ({{pushed}} pushed, {{noDevice}} without a
+        device, {{failed}} failed){{#queued}}; {{queued}} waiting in the push queue{{/queued}}</label>
+        <progress id="progress-pushed" max="{{pushedMax}}" value="{{settled}}">{{settled}} of {{assigned}}</progress>
+        </div>
         \(counts)
         <h2>The last 30 days</h2>
         <p class="legend" aria-hidden="true"><span class="assigned"></span>assigned<span class="read"></span>read</p>
@@ -172,29 +182,6 @@ enum ConsoleTemplates {
         {{^entries}}<tr><td colspan="4" class="muted">Nothing yet.</td></tr>{{/entries}}</tbody>
         </table></div>
         {{#next}}<p><a href="{{next}}">Older entries</a></p>{{/next}}
-        """
-
-    static let webhooks = """
-        <p class="muted">Endpoints are registered, changed and rotated over the admin API (README, "Webhooks").</p>
-        <div class="table-wrap"><table>
-        <thead><tr><th scope="col">Endpoint</th><th scope="col">Events</th><th scope="col">State</th>
-        <th class="num" scope="col">Waiting</th><th class="num" scope="col">Delivered</th><th class="num" scope="col">Dropped</th>
-        <th scope="col">Last attempt</th></tr></thead>
-        <tbody>{{#endpoints}}<tr><td>{{url}}</td><td>{{events}}</td><td>{{state}}</td><td class="num">{{pending}}</td>
-        <td class="num">{{delivered}}</td><td class="num">{{dropped}}</td><td>{{last}}</td></tr>
-        {{#attempts}}<tr><td colspan="7" class="muted">{{at}}: {{event}} {{outcome}} {{detail}}</td></tr>{{/attempts}}{{/endpoints}}
-        {{^endpoints}}<tr><td colspan="7" class="muted">No endpoints.</td></tr>{{/endpoints}}</tbody>
-        </table></div>
-        """
-
-    static let tenants = """
-        <div class="table-wrap"><table>
-        <thead><tr><th scope="col">Tenant</th><th scope="col">Name</th><th scope="col">State</th><th scope="col">Time zone</th>
-        <th scope="col">Console</th></tr></thead>
-        <tbody>{{#tenants}}<tr><td>{{id}}</td><td>{{name}}</td><td>{{state}}</td><td>{{zone}}</td>
-        <td><a href="{{href}}">Open</a></td></tr>{{/tenants}}
-        {{^tenants}}<tr><td colspan="5" class="muted">No tenants yet.</td></tr>{{/tenants}}</tbody>
-        </table></div>
         """
 
     static let message = """

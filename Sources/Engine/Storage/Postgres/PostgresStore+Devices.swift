@@ -138,6 +138,30 @@ extension PostgresStore {
         }
     }
 
+    public func deviceTallies(tenant: TenantID) async throws -> [DeviceTally] {
+        try await read { [self] connection in
+            try await connection.rows(
+                """
+                SELECT topic, environment,
+                    count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NULL),
+                    count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NOT NULL),
+                    count(*) FILTER (WHERE removed_at IS NOT NULL)
+                FROM devices WHERE tenant_id = \(tenant.rawValue) GROUP BY topic, environment ORDER BY topic, environment
+                """,
+                logger
+            ).map { row in
+                let environment: String = try row.at(1)
+                return DeviceTally(
+                    topic: try row.at(0),
+                    environment: APNsEnvironment(rawValue: environment) ?? .production,
+                    active: Int(try row.at(2, as: Int64.self)),
+                    quarantined: Int(try row.at(3, as: Int64.self)),
+                    removed: Int(try row.at(4, as: Int64.self))
+                )
+            }
+        }
+    }
+
     public func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device? {
         try await read { [self] connection in
             try await connection.rows(

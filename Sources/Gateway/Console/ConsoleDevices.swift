@@ -1,0 +1,137 @@
+import Engine
+import Foundation
+import Hummingbird
+
+/// The devices and APNs page: the tenant's devices by state, this node's APNs connections for the tenant (as its
+/// `/inspect` view shows them) and, for whoever manages them, the uploaded credentials.
+extension Console {
+    func addDevicesRoutes(_ router: Router<BrokerRequestContext>) {
+        router.get("/t/:tenant/console/devices") { request, context in
+            try await page(request, context, tenant: try await tenant(context)) { visit in try await devicesPage(visit)
+            }
+        }
+        router.post("/t/:tenant/console/devices/credentials") { request, context in
+            try await form(request, context) { visit, fields in try await uploadSigningKey(visit, fields) }
+        }
+        router.post("/t/:tenant/console/devices/credentials/:credential/delete") { request, context in
+            let id = try AdminAPI.parameter("credential", context)
+            return try await form(request, context) { visit, _ in
+                let tenant = try requireTenant(visit)
+                do {
+                    try await administration.deleteAPNsCredential(tenant: tenant.id, id: id, by: visit.actor)
+                    await changed(tenant.id, [.apnsCredentials])
+                    return try await devicesPage(visit, notice: "The credential is deleted.")
+                } catch let error as EngineError {
+                    return try await devicesPage(visit, error: error.message, status: Problem(error).status)
+                }
+            }
+        }
+    }
+
+    /// A signing key (`.p8`) uploaded from the form, as the admin API's upload: checked, sealed, pending until a
+    /// push proves it. (A PKCS#12 certificate goes over the admin API.)
+    func uploadSigningKey(_ visit: Visit, _ fields: [String: String]) async throws -> Response {
+        let tenant = try requireTenant(visit)
+        guard let vault else { throw EngineError(.notFound, "this broker takes no APNs credentials") }
+        do {
+            let credential = try await administration.uploadAPNsCredential(
+                tenant: tenant.id,
+                .token(
+                    teamID: (fields["teamID"] ?? "").trimmingCharacters(in: .whitespaces),
+                    keyID: (fields["keyID"] ?? "").trimmingCharacters(in: .whitespaces),
+                    privateKeyPEM: fields["privateKey"] ?? ""
+                ),
+                inspector: vault,
+                by: visit.actor
+            )
+            await changed(tenant.id, [.apnsCredentials])
+            return try await devicesPage(
+                visit,
+                notice: "The signing key \(credential.keyID ?? "") is uploaded: pushes try it first, and it replaces "
+                    + "the one in use once APNs accepts a push made with it.",
+                status: .created
+            )
+        } catch let error as EngineError {
+            return try await devicesPage(visit, error: error.message, status: Problem(error).status)
+        }
+    }
+
+    func devicesPage(
+        _ visit: Visit,
+        notice: String? = nil,
+        error: String? = nil,
+        status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        let tenant = try requireTenant(visit)
+        let zone = tenant.defaultTimeZone
+        let tallies = try await administration.deviceTallies(tenant: tenant.id, by: visit.actor)
+        var values: [String: Any] = [
+            "devices": tallies.map { tally -> [String: String] in
+                [
+                    "topic": tally.topic, "environment": tally.environment.rawValue, "active": "\(tally.active)",
+                    "quarantined": "\(tally.quarantined)", "removed": "\(tally.removed)",
+                ]
+            },
+            "topic": tenant.apnsTopic,
+        ]
+        if let view = try await inspector?.view(tenant: tenant.id).tenants.first {
+            values["apns"] = true
+            values["queued"] = "\(view.queued)"
+            if let paused = view.configurationError { values["paused"] = paused }
+            values["pools"] = view.apns.map { pool -> [String: Any] in
+                var row: [String: Any] = [
+                    "identity": pool.identity == "tenant" ? "the programme's own" : "the broker's default",
+                    "environment": pool.environment,
+                    "open": "\(pool.connections.filter { $0.state == "open" }.count)",
+                    "draining": "\(pool.connections.filter { $0.state != "open" }.count)",
+                    "streams": "\(pool.connections.reduce(0) { $0 + $1.streamsInFlight })"
+                        + " of \(pool.connections.reduce(0) { $0 + Int($1.streamLimit) })",
+                    "jwt": pool.jwtAgeSeconds.map { Self.duration(Double($0)) } ?? "–",
+                    "opened": "\(pool.connectionsOpened)", "goAways": "\(pool.goAways)",
+                ]
+                if let unreachable = pool.unreachable {
+                    row["unreachable"] =
+                        "unreachable for \(Self.duration(Double(unreachable.forSeconds))) "
+                        + "(\(unreachable.failedAttempts) failed attempts)"
+                        + (unreachable.lastError.map { ": \($0)" } ?? "")
+                }
+                return row
+            }
+        }
+        if try await administration.managesAPNsCredentials(tenant: tenant.id, by: visit.actor) {
+            values["managesCredentials"] = true
+            values["credentials"] = try await administration.apnsCredentials(tenant: tenant.id, by: visit.actor).map {
+                credential -> [String: String] in
+                [
+                    "kind": credential.kind == .token ? "signing key" : "certificate",
+                    "identity": [credential.teamID.map { "team \($0)" }, credential.keyID.map { "key \($0)" }]
+                        .compactMap { $0 }.joined(separator: ", "),
+                    "topics": credential.topics.isEmpty
+                        ? "every app of the team" : credential.topics.joined(separator: ", "),
+                    "expires": credential.notAfter.map { Self.time($0, zone: zone) } ?? "–",
+                    "state": credential.state.rawValue + (credential.lastError.map { ": \($0)" } ?? ""),
+                    "fingerprint": String(credential.fingerprint.prefix(16)),
+                    "created": Self.time(credential.createdAt, zone: zone),
+                    "activated": credential.activatedAt.map { Self.time($0, zone: zone) } ?? "–",
+                    "deleteAction": "/t/\(tenant.id)/console/devices/credentials/\(Self.segment(credential.id))/delete",
+                    "csrf": visit.session.csrfToken,
+                ]
+            }
+            values["csrf"] = visit.session.csrfToken
+            values["uploadAction"] = "/t/\(tenant.id)/console/devices/credentials"
+        }
+        let base = "/t/\(tenant.id)/console/devices"
+        return html(
+            layout(
+                title: "Devices and APNs",
+                scope: tenant.name,
+                visit: visit,
+                nav: nav(visit, current: base),
+                body: render("devices", values),
+                notice: notice,
+                error: error
+            ),
+            status
+        )
+    }
+}
