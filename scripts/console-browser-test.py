@@ -194,7 +194,9 @@ def run(driver):
           "the imported users are listed")
     shot(driver, "users")
 
-    # Deliver an impulse (over the admin API) and watch today's figures change.
+    # Deliver an impulse (over the admin API) and watch today's figures and the report change.
+    driver.get(CONSOLE + "/report")
+    report_before = card(driver, "assigned")
     status, _, body = http("POST", f"/t/{TENANT}/admin/v1/users/browser-anna/deliveries",
                            body=json.dumps({"impulse": IMPULSE}).encode(),
                            headers={"Content-Type": "application/json"})
@@ -207,6 +209,8 @@ def run(driver):
             break
         time.sleep(0.5)
     check(changed, "today's page counts the new delivery")
+    driver.get(CONSOLE + "/report")
+    check(card(driver, "assigned") == report_before + 1, "the report's 30 days count the new delivery")
 
     # The report shows the impulse's title as text: markup in it is not run.
     driver.get(CONSOLE + "/report")

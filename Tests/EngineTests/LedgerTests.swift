@@ -204,7 +204,7 @@ struct LedgerTests {
 
 /// The group commit's bound on what a crash can lose: marks submitted without waiting are committed within
 /// `maximumLag`, or the next submitter waits.
-@Suite("Mark writer", .timeLimit(.minutes(1)))
+@Suite("Mark writer", .timeLimit(.minutes(3)))
 struct MarkWriterTests {
     @Test("A submitter waits while an earlier submitted mark has waited past the lag bound for its commit")
     func lagBound() async throws {

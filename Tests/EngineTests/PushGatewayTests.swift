@@ -74,7 +74,7 @@ final class GatedTransport: PushTransport {
     func renewCredentials(tenant: TenantID) async {}
 }
 
-@Suite("Push gateway", .timeLimit(.minutes(1)))
+@Suite("Push gateway", .timeLimit(.minutes(3)))
 struct PushGatewayTests {
     func token(_ n: Int) throws -> DeviceToken { try DeviceToken(String(format: "%064x", n)) }
 

@@ -7,7 +7,7 @@ import Testing
 @testable import Engine
 
 /// The scheduler actor on a real SQLite store, with a scripted push transport below the gateway.
-@Suite("Scheduler", .timeLimit(.minutes(1)))
+@Suite("Scheduler", .timeLimit(.minutes(3)))
 struct SchedulerTests {
     func utc(_ text: String) throws -> Date { try #require(ISO8601DateFormatter().date(from: text)) }
 

@@ -6,7 +6,7 @@ import Testing
 
 @testable import Gateway
 
-@Suite("APNs certificate authentication", .timeLimit(.minutes(1)))
+@Suite("APNs certificate authentication", .timeLimit(.minutes(3)))
 struct APNsCertificateTests {
     /// A server that requires a client certificate it trusts, as APNs does in certificate mode.
     func start(trusting client: NIOSSLCertificate) async throws -> (APNsSimulator, Int, TLSConfiguration) {

@@ -87,7 +87,7 @@ struct APNsPair {
     }
 }
 
-@Suite("APNs client against the simulator", .timeLimit(.minutes(1)))
+@Suite("APNs client against the simulator", .timeLimit(.minutes(3)))
 struct APNsClientTests {
     @Test("A push goes out with every header right; the connection starts at one stream and then follows SETTINGS")
     func accepted() async throws {

@@ -71,7 +71,7 @@ struct APNsValidationTests {
     }
 }
 
-@Suite("APNs simulator modes and faults", .timeLimit(.minutes(1)))
+@Suite("APNs simulator modes and faults", .timeLimit(.minutes(3)))
 struct APNsSimulatorModeTests {
     /// A simulator in benchmark mode on loopback TLS, and a client connection to it.
     func benchmarkSimulator(

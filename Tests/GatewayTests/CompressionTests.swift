@@ -4,7 +4,7 @@ import Testing
 @testable import Gateway
 
 /// Compressed answers (issue 20, item 12): JSON and property lists of 512 bytes or more, when asked for.
-@Suite("Response compression", .timeLimit(.minutes(1)))
+@Suite("Response compression", .timeLimit(.minutes(3)))
 struct CompressionTests {
     /// Decompresses with Python's zlib (a decoder independent of the one that compressed).
     static func decompress(_ data: Data, gzip: Bool) throws -> Data {

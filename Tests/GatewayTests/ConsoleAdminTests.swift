@@ -181,10 +181,32 @@ struct ConsoleAdminTests {
             #expect(
                 try await eventually {
                     let today = try await admin.get("/t/acme/console")
-                    return today.text.contains(#"<progress id="progress-assigned""#)
-                        && today.text.contains("Assigned: 1 of the")
+                    return today.text.contains(#"<progress id="progress-pushed" max="1" value="1""#)
+                        && today.text.contains("1 deliveries are assigned")
                 }
             )
+        }
+    }
+
+    @Test("Sign out everywhere ends every session of the account; a new password ends them too")
+    func revocation() async throws {
+        try await TestBroker.run { broker in
+            let first = try await ConsoleClient.signIn(broker)
+            let second = try await ConsoleClient.signIn(broker)
+            let out = try await first.post("/console/sign-out-everywhere")
+            #expect(out.status == 303 && out.headers["location"].first == "/t/acme/console/sign-in")
+            #expect(try await second.get("/t/acme/console").status == 303)
+            let third = try await ConsoleClient.signIn(broker)
+            #expect(try await third.get("/t/acme/console").status == 200)
+            let reset = try await broker.send(
+                .PUT,
+                "/t/acme/admin/v1/users/root/password",
+                user: "root",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"password": "n3w-root-passw0rd"}"#
+            )
+            #expect(reset.status == 204, "\(reset.text)")
+            #expect(try await third.get("/t/acme/console").status == 303)
         }
     }
 }

@@ -7,8 +7,9 @@ import Testing
 /// The web console in a real headless Chromium (Debian's chromium and chromium-driver, driven by selenium from
 /// `scripts/console-browser-test.py`): sign in, import users from a CSV, see them, deliver an impulse and watch
 /// today's figures change, delete a user, and CSRF and XSS probes that must fail safely. Screenshots of each page
-/// go to `.build/console-screenshots/`.
-@Suite("The console in a browser", .timeLimit(.minutes(5)))
+/// go to `.build/console-screenshots/`. One store at a time: two Chromiums beside the rest of the suite on two cores
+/// stretched other tests past their time limits.
+@Suite("The console in a browser", .serialized, .timeLimit(.minutes(5)))
 struct ConsoleBrowserTests {
     static let screenshots = DeployKitTests.repository.appendingPathComponent(".build/console-screenshots").path
 

@@ -153,7 +153,7 @@ struct ConsoleCatalogTests {
             func onDisk() -> [String] {
                 ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
             }
-            let bytes = MediaUploadTests.png(1_500_000, seed: 9)
+            let bytes = MediaUploadTests.png(700_000, seed: 9)
             // The token after the file: refused before a byte is written.
             let late = try await upload(
                 broker,

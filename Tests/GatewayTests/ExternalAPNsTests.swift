@@ -6,7 +6,7 @@ import NIOCore
 import NIOSSL
 import Testing
 
-@Suite("broker serve against an external APNs", .timeLimit(.minutes(1)))
+@Suite("broker serve against an external APNs", .timeLimit(.minutes(3)))
 struct ExternalAPNsTests {
     @Test(
         "serve configured with a .p8 key pushes to a separate apns-simulator process and records the outcome",

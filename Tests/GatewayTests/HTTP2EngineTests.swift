@@ -66,7 +66,7 @@ struct EnginePair {
     }
 }
 
-@Suite("HTTP/2 engine on libnghttp2", .timeLimit(.minutes(1)))
+@Suite("HTTP/2 engine on libnghttp2", .timeLimit(.minutes(3)))
 struct HTTP2EngineTests {
     @Test("A request and its answer cross TLS whole; an answer without body is a single HEADERS frame")
     func roundTrip() async throws {

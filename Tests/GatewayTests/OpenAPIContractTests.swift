@@ -3,7 +3,7 @@ import Testing
 
 /// The OpenAPI document (`Sources/Gateway/REST/openapi.json`) and the routes the broker serves describe each
 /// other exactly: a route the document lacks, or an operation no route serves, fails here.
-@Suite("The OpenAPI contract", .timeLimit(.minutes(1)))
+@Suite("The OpenAPI contract", .timeLimit(.minutes(3)))
 struct OpenAPIContractTests {
     static let file = DeployKitTests.repository.appendingPathComponent("Sources/Gateway/REST/openapi.json")
 

@@ -5,7 +5,7 @@ import Testing
 
 /// The throwaway PostgreSQL cluster `scripts/test` starts (`scripts/postgres-cluster`) for the PostgreSQL store
 /// (issue 21). Run through `swift test` alone, without the cluster's URL, this fails: PostgreSQL is not optional.
-@Suite("PostgreSQL test cluster", .timeLimit(.minutes(1)))
+@Suite("PostgreSQL test cluster", .timeLimit(.minutes(3)))
 struct PostgresClusterTests {
     @Test("The cluster takes connections with postgres-nio and runs a transaction")
     func reachable() async throws {

@@ -6,7 +6,7 @@ import NIOCore
 import NIOSSL
 import Testing
 
-@Suite("The broker apns-simulator process", .timeLimit(.minutes(1)))
+@Suite("The broker apns-simulator process", .timeLimit(.minutes(3)))
 struct SimulatorProcessTests {
     @Test("It verifies provider tokens, records pushes, and obeys its control API over TLS and HTTP/2")
     func process() async throws {

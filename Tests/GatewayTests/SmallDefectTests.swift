@@ -121,7 +121,7 @@ struct SmallDefectTests {
     }
 }
 
-@Suite("HTTP/1.1 requests the parser refuses", .timeLimit(.minutes(1)))
+@Suite("HTTP/1.1 requests the parser refuses", .timeLimit(.minutes(3)))
 struct ParserErrorTests {
     @Test("An unknown method gets a 400 problem body and the connection closes, over TLS and on the plain listener")
     func unknownMethod() async throws {

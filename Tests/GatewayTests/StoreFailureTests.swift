@@ -169,7 +169,7 @@ func warmUp(_ broker: TestBroker, _ path: String, user: String = "alice", passwo
 
 /// Under pressure the HTTP/2 connections are asked for fewer streams, so clients hold their requests back instead
 /// of sending what would be refused (BENCHMARKS.md, round 15).
-@Suite("Stream governor", .timeLimit(.minutes(1)))
+@Suite("Stream governor", .timeLimit(.minutes(3)))
 struct StreamGovernorTests {
     @Test("A tenant at its share or a full node lowers the stream limit; it comes back after the relief time")
     func pressure() {

@@ -179,6 +179,13 @@ extension SQLiteStore {
             ]
         )
         guard db.changesCount == 1 else { throw EngineError(.notFound, "no such user") }
+        if passwordHash != nil {
+            // A new password ends the account's console sessions, in the same transaction.
+            try db.execute(
+                sql: "DELETE FROM console_sessions WHERE role = ? AND tenant_id = ? AND name = ?",
+                arguments: [AdminActor.Role.tenantAdmin.rawValue, user.tenant.rawValue, user.username]
+            )
+        }
         // Planned again: a new time, zone or weekday, or an enabled user, moves the next fire time.
         try db.execute(
             sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",

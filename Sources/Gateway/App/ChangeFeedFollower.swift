@@ -4,12 +4,12 @@ import Logging
 import ServiceLifecycle
 
 /// Reads the store's change feed and drops what this process's caches hold of changed users and catalogs. Every
-/// `retention` it prunes the feed and purges devices marked gone.
+/// `retention` it prunes the feed, purges devices marked gone and deletes console sessions that have ended.
 ///
 /// Writes by this process update its caches directly; the feed brings those of admin commands and other
 /// nodes, within one `interval`, or at once when the store announces them (PostgreSQL's `NOTIFY`).
 struct ChangeFeedFollower: Service {
-    let store: any ChangeFeedStore & DeviceStore
+    let store: any ChangeFeedStore & DeviceStore & ConsoleSessionStore
     let caches: CacheInvalidation
     let interval: Duration
     let retention: Duration
@@ -44,6 +44,7 @@ struct ChangeFeedFollower: Service {
                     let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
                     _ = try await store.pruneChanges(before: cutoff)
                     await purgeGoneDevices(before: cutoff)
+                    await purgeEndedSessions()
                 }
             } catch {
                 logger.warning(
@@ -63,6 +64,24 @@ struct ChangeFeedFollower: Service {
         } catch {
             logger.warning(
                 "cannot purge devices marked gone; they stay invisible, and the next round tries again",
+                metadata: ["error": "\(error)"]
+            )
+        }
+    }
+}
+
+extension ChangeFeedFollower {
+    /// Deletes the console sessions idle for longer than a session may be (they let no one in already).
+    func purgeEndedSessions() async {
+        let idle = ConsoleSessionPolicy().idle
+        do {
+            let purged = try await store.purgeConsoleSessions(
+                lastSeenBefore: Date().addingTimeInterval(-Double(idle.components.seconds))
+            )
+            if purged > 0 { logger.info("deleted ended console sessions", metadata: ["sessions": "\(purged)"]) }
+        } catch {
+            logger.warning(
+                "cannot delete ended console sessions; the next round tries again",
                 metadata: ["error": "\(error)"]
             )
         }

@@ -93,6 +93,9 @@ struct Console: Sendable {
             try await signIn(request, context, tenant: try await tenant(context), scheme: scheme)
         }
         router.post("/console/sign-out") { request, context in try await signOut(request, context) }
+        router.post("/console/sign-out-everywhere") { request, context in
+            try await signOut(request, context, everywhere: true)
+        }
         addOperatorRoutes(router)
         router.get("/t/:tenant/console") { request, context in
             try await page(request, context, tenant: try await tenant(context)) { visit in
@@ -268,7 +271,12 @@ struct Console: Sendable {
         return response
     }
 
-    func signOut(_ request: Request, _ context: BrokerRequestContext) async throws -> Response {
+    /// Ends this session, or (`everywhere`) every session of its account, on every device and node.
+    func signOut(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        everywhere: Bool = false
+    ) async throws -> Response {
         guard Self.sameOrigin(request) else { return forbidden("This form came from another site.") }
         let fields = try await Self.formFields(request, limit: 8 * 1024)
         var back = "/console/sign-in"
@@ -278,7 +286,16 @@ struct Console: Sendable {
             guard ConsoleSessionPolicy.matches(fields["csrf"], session.csrfToken) else {
                 return forbidden("The form's security token is missing or stale; reload the page and try again.")
             }
-            try await store.deleteConsoleSession(id: session.id)
+            if everywhere {
+                let ended = try await store.deleteConsoleSessions(
+                    role: session.role,
+                    name: session.name,
+                    tenant: session.tenant
+                )
+                context.logger.notice("console sessions ended everywhere", metadata: ["sessions": "\(ended)"])
+            } else {
+                try await store.deleteConsoleSession(id: session.id)
+            }
             if let tenant = session.tenant { back = "/t/\(tenant)/console/sign-in" }
         }
         var response = redirect(back)
@@ -407,6 +424,7 @@ struct Console: Sendable {
     ) -> String {
         var values: [String: Any] = [
             "title": title, "body": body, "nav": nav, "hasNav": !nav.isEmpty, "signOut": "/console/sign-out",
+            "signOutEverywhere": "/console/sign-out-everywhere",
         ]
         if let scope { values["scope"] = scope }
         if let notice { values["notice"] = notice }

@@ -31,8 +31,7 @@ extension Console {
             "reportHref": base + "/report",
             "due": "\(dispatch.due)", "assigned": "\(counts.assigned)", "pushed": "\(counts.pushed)",
             "settled": "\(counts.pushed + counts.noDevice + counts.failed)", "noDevice": "\(counts.noDevice)",
-            "failed": "\(counts.failed)", "assignedMax": "\(max(dispatch.due, counts.assigned, 1))",
-            "pushedMax": "\(max(counts.assigned, 1))",
+            "failed": "\(counts.failed)", "pushedMax": "\(max(counts.assigned, 1))",
         ]
         values["alerts"] = try await liveAlerts(visit, tenant: tenant.id)
         if let view = try await inspector?.view(tenant: tenant.id).tenants.first {

@@ -36,7 +36,9 @@ enum ConsoleTemplates {
         <div><strong>Impulse Broker</strong>{{#scope}} · {{scope}}{{/scope}}</div>
         {{#signedIn}}<div class="who">Signed in as {{name}} ({{role}})
         <form class="inline" method="post" action="{{signOut}}"><input type="hidden" name="csrf" value="{{csrf}}">
-        <button class="secondary" type="submit">Sign out</button></form></div>{{/signedIn}}
+        <button class="secondary" type="submit">Sign out</button></form>
+        <form class="inline" method="post" action="{{signOutEverywhere}}"><input type="hidden" name="csrf" value="{{csrf}}">
+        <button class="secondary" type="submit">Sign out everywhere</button></form></div>{{/signedIn}}
         </header>
         {{#hasNav}}<nav class="main" aria-label="Console sections"><ul>
         {{#nav}}<li><a href="{{href}}"{{#current}} aria-current="page"{{/current}}>{{label}}</a></li>{{/nav}}
@@ -74,8 +76,8 @@ enum ConsoleTemplates {
         <h2>Today's dispatch</h2>
         {{#alerts}}<p class="error" role="alert">{{.}}</p>{{/alerts}}
         <div class="progress">
-        <label for="progress-assigned">Assigned: {{assigned}} of the {{due}} users due so far</label>
-        <progress id="progress-assigned" max="{{assignedMax}}" value="{{assigned}}">{{assigned}} of {{due}}</progress>
+        <p>{{due}} users were due so far today; {{assigned}} deliveries are assigned (manual ones and reminders
+        included).</p>
         <label for="progress-pushed">Settled: {{settled}} of {{assigned}} assigned ({{pushed}} pushed, {{noDevice}} without a
         device, {{failed}} failed){{#queued}}; {{queued}} waiting in the push queue{{/queued}}</label>
         <progress id="progress-pushed" max="{{pushedMax}}" value="{{settled}}">{{settled}} of {{assigned}}</progress>

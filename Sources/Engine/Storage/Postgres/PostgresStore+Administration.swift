@@ -198,6 +198,16 @@ extension PostgresStore {
                 logger
             ).first.map(Self.user(from:))
         else { throw EngineError(.notFound, "no such user") }
+        if passwordHash != nil {
+            // A new password ends the account's console sessions, in the same transaction.
+            try await connection.run(
+                """
+                DELETE FROM console_sessions WHERE role = \(AdminActor.Role.tenantAdmin.rawValue)
+                    AND tenant_id = \(user.tenant.rawValue) AND name = \(user.username)
+                """,
+                logger
+            )
+        }
         // Planned again: a new time, zone or weekday, or an enabled user, moves the next fire time.
         try await connection.run(
             "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = \(user.id.rawValue)",
