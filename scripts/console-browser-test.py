@@ -65,6 +65,15 @@ def shot(driver, name):
     driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
 
 
+def full_shot(driver, name):
+    """A screenshot of the whole page, however long (the window grows to it, then goes back)."""
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], min(height + 100, 4000))
+    shot(driver, name)
+    driver.set_window_size(size["width"], size["height"])
+
+
 def no_alert(driver):
     try:
         driver.switch_to.alert
@@ -167,7 +176,7 @@ def run(driver):
     check(cookie is not None and cookie["secure"] and cookie["httpOnly"] and cookie.get("sameSite") == "Strict",
           "the session cookie is Secure, HttpOnly and SameSite=Strict")
     check(driver.find_element(By.CSS_SELECTOR, "svg.chart") is not None, "today's page draws the 30-day chart")
-    shot(driver, "dashboard")
+    full_shot(driver, "dashboard")
     assigned_before = card(driver, "assigned")
     status, headers, _ = http("GET", f"/t/{TENANT}/console", auth=False,
                               headers={"Cookie": f"__Host-impulse-console={cookie['value']}"})

@@ -182,7 +182,7 @@ struct ConsoleAdminTests {
                 try await eventually {
                     let today = try await admin.get("/t/acme/console")
                     return today.text.contains(#"<progress id="progress-pushed" max="1" value="1""#)
-                        && today.text.contains("1 deliveries are assigned")
+                        && today.text.contains("Deliveries assigned: 1 ")
                 }
             )
         }

@@ -76,8 +76,7 @@ enum ConsoleTemplates {
         <h2>Today's dispatch</h2>
         {{#alerts}}<p class="error" role="alert">{{.}}</p>{{/alerts}}
         <div class="progress">
-        <p>{{due}} users were due so far today; {{assigned}} deliveries are assigned (manual ones and reminders
-        included).</p>
+        <p>Users due so far today: {{due}}. Deliveries assigned: {{assigned}} (manual ones and reminders included).</p>
         <label for="progress-pushed">Settled: {{settled}} of {{assigned}} assigned ({{pushed}} pushed, {{noDevice}} without a
         device, {{failed}} failed){{#queued}}; {{queued}} waiting in the push queue{{/queued}}</label>
         <progress id="progress-pushed" max="{{pushedMax}}" value="{{settled}}">{{settled}} of {{assigned}}</progress>
