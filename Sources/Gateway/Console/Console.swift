@@ -32,11 +32,11 @@ struct Console: Sendable {
     /// The REST API's settings: the media folder and its limits.
     let configuration: RESTConfiguration
     /// Checks and seals uploaded APNs credentials (nil: no credential key, no uploads).
-    let vault: APNsCredentialVault?
+    let vault: APNsCredentialVault
     /// Where tenants' webhooks may point.
     let webhookPolicy: WebhookTargetPolicy
     /// This node's live state (APNs connections, the scheduler), as `/inspect` shows it.
-    let inspector: Inspector?
+    let inspector: Inspector
     let library: MustacheLibrary
     let policy: ConsoleSessionPolicy
     let maxFormSize: Int
@@ -48,9 +48,9 @@ struct Console: Sendable {
         store: any BrokerStore,
         caches: CacheInvalidation,
         configuration: RESTConfiguration,
-        inspector: Inspector? = nil,
-        vault: APNsCredentialVault? = nil,
-        webhookPolicy: WebhookTargetPolicy = WebhookTargetPolicy(),
+        inspector: Inspector,
+        vault: APNsCredentialVault,
+        webhookPolicy: WebhookTargetPolicy,
         policy: ConsoleSessionPolicy = ConsoleSessionPolicy(),
         maxFormSize: Int = 1 << 20
     ) throws {

@@ -32,7 +32,6 @@ extension Console {
     /// push proves it. (A PKCS#12 certificate goes over the admin API.)
     func uploadSigningKey(_ visit: Visit, _ fields: [String: String]) async throws -> Response {
         let tenant = try requireTenant(visit)
-        guard let vault else { throw EngineError(.notFound, "this broker takes no APNs credentials") }
         do {
             let credential = try await administration.uploadAPNsCredential(
                 tenant: tenant.id,
@@ -74,8 +73,7 @@ extension Console {
             },
             "topic": tenant.apnsTopic,
         ]
-        if let view = try await inspector?.view(tenant: tenant.id).tenants.first {
-            values["apns"] = true
+        if let view = try await inspector.view(tenant: tenant.id).tenants.first {
             values["queued"] = "\(view.queued)"
             if let paused = view.configurationError { values["paused"] = paused }
             values["pools"] = view.apns.map { pool -> [String: Any] in

@@ -162,53 +162,50 @@ extension Console {
     /// This node as `/inspect` shows it to an operator, refreshed every 10 seconds.
     func nodePage(_ visit: Visit) async throws -> Response {
         var values: [String: Any] = [:]
-        if let inspector {
-            let view = try await inspector.view()
-            values["inspected"] = true
-            values["facts"] = [
-                ["label": "node", "value": view.node],
-                ["label": "up for", "value": Self.duration(Double(view.uptimeSeconds))],
-                ["label": "pushes in flight", "value": view.pushesInFlight.map(String.init) ?? "–"],
-                [
-                    "label": "push limits",
-                    "value": view.pushLimits.map { "\($0["inFlight"] ?? 0) in flight, batches of \($0["batch"] ?? 0)" }
-                        ?? "–",
-                ],
+        let view = try await inspector.view()
+        values["facts"] = [
+            ["label": "node", "value": view.node],
+            ["label": "up for", "value": Self.duration(Double(view.uptimeSeconds))],
+            ["label": "pushes in flight", "value": view.pushesInFlight.map(String.init) ?? "–"],
+            [
+                "label": "push limits",
+                "value": view.pushLimits.map { "\($0["inFlight"] ?? 0) in flight, batches of \($0["batch"] ?? 0)" }
+                    ?? "–",
+            ],
+        ]
+        if let database = view.database {
+            values["database"] = [
+                "url": database.url, "claims": "\(database.claims)", "leases": "\(database.leases)",
+                "pool": "\(database.pool["inUse"] ?? 0) in use of \(database.pool["size"] ?? 0), "
+                    + "\(database.pool["waiting"] ?? 0) waiting",
             ]
-            if let database = view.database {
-                values["database"] = [
-                    "url": database.url, "claims": "\(database.claims)", "leases": "\(database.leases)",
-                    "pool": "\(database.pool["inUse"] ?? 0) in use of \(database.pool["size"] ?? 0), "
-                        + "\(database.pool["waiting"] ?? 0) waiting",
-                ]
+        }
+        if let scheduler = view.scheduler {
+            var schedulerValues: [String: Any] = [
+                "next": scheduler.nextDueAt ?? "nothing due", "lag": Self.duration(scheduler.lagSeconds),
+                "statistics": scheduler.statistics.sorted { $0.key < $1.key }.map {
+                    ["label": $0.key, "value": "\($0.value)"]
+                },
+            ]
+            if let failing = scheduler.failing {
+                schedulerValues["failing"] =
+                    "\(failing.consecutiveFailures) failures in a row since \(failing.since ?? "?")"
+                    + (failing.lastError.map { ": \($0)" } ?? "")
             }
-            if let scheduler = view.scheduler {
-                var values2: [String: Any] = [
-                    "next": scheduler.nextDueAt ?? "nothing due", "lag": Self.duration(scheduler.lagSeconds),
-                    "statistics": scheduler.statistics.sorted { $0.key < $1.key }.map {
-                        ["label": $0.key, "value": "\($0.value)"]
-                    },
-                ]
-                if let failing = scheduler.failing {
-                    values2["failing"] =
-                        "\(failing.consecutiveFailures) failures in a row since \(failing.since ?? "?")"
-                        + (failing.lastError.map { ": \($0)" } ?? "")
+            values["scheduler"] = schedulerValues
+        }
+        values["tenants"] = view.tenants.map { tenant -> [String: String] in
+            var row = [
+                "tenant": tenant.tenant, "queued": "\(tenant.queued)", "paused": tenant.configurationError ?? "",
+                "connections": "\(tenant.apns.reduce(0) { $0 + $1.connections.count })",
+            ]
+            let unreachable = tenant.apns.compactMap { pool in
+                pool.unreachable.map {
+                    "\(pool.environment): \($0.lastError ?? "unreachable") for \($0.forSeconds) s"
                 }
-                values["scheduler"] = values2
             }
-            values["tenants"] = view.tenants.map { tenant -> [String: String] in
-                var row = [
-                    "tenant": tenant.tenant, "queued": "\(tenant.queued)", "paused": tenant.configurationError ?? "",
-                    "connections": "\(tenant.apns.reduce(0) { $0 + $1.connections.count })",
-                ]
-                let unreachable = tenant.apns.compactMap { pool in
-                    pool.unreachable.map {
-                        "\(pool.environment): \($0.lastError ?? "unreachable") for \($0.forSeconds) s"
-                    }
-                }
-                row["unreachable"] = unreachable.joined(separator: "; ")
-                return row
-            }
+            row["unreachable"] = unreachable.joined(separator: "; ")
+            return row
         }
         return html(
             layout(

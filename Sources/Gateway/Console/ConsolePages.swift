@@ -33,9 +33,11 @@ extension Console {
             "settled": "\(counts.pushed + counts.noDevice + counts.failed)", "noDevice": "\(counts.noDevice)",
             "failed": "\(counts.failed)", "pushedMax": "\(max(counts.assigned, 1))",
         ]
-        values["alerts"] = try await liveAlerts(visit, tenant: tenant.id)
-        if let view = try await inspector?.view(tenant: tenant.id).tenants.first {
-            values["queued"] = "\(view.queued)"
+        // One look at this node: operators see the shared scheduler too.
+        let view = try await inspector.view(tenant: visit.actor.role == .operator ? nil : tenant.id)
+        values["alerts"] = Self.liveAlerts(view, tenant: tenant.id)
+        if let own = view.tenants.first(where: { $0.tenant == tenant.id.rawValue }) {
+            values["queued"] = "\(own.queued)"
         }
         let body = render("dashboard", values)
         return html(
@@ -51,11 +53,9 @@ extension Console {
     }
 
     /// What is wrong with today's dispatch right now, as this node sees it: the tenant's pushes paused or APNs
-    /// unreachable; for operators also the shared scheduler failing or late.
-    func liveAlerts(_ visit: Visit, tenant: TenantID) async throws -> [String] {
-        guard let inspector else { return [] }
+    /// unreachable; in an operator's view (which has the scheduler) also the shared scheduler failing or late.
+    static func liveAlerts(_ view: Inspector.View, tenant: TenantID) -> [String] {
         var alerts: [String] = []
-        let view = try await inspector.view(tenant: visit.actor.role == .operator ? nil : tenant)
         if let own = view.tenants.first(where: { $0.tenant == tenant.rawValue }) {
             if let paused = own.configurationError { alerts.append("Pushes are paused: \(paused)") }
             for pool in own.apns {

@@ -14,7 +14,6 @@ extension ConsoleTemplates {
         {{^devices}}<tr><td colspan="5" class="muted">No devices registered yet.</td></tr>{{/devices}}</tbody>
         </table></div>
         <h2>APNs on this node</h2>
-        {{#apns}}
         {{#paused}}<p class="error" role="alert">Pushes are paused: {{paused}}</p>{{/paused}}
         <p>{{queued}} pushes wait in this programme's queue.</p>
         <div class="table-wrap"><table>
@@ -27,8 +26,6 @@ extension ConsoleTemplates {
         {{#unreachable}}<tr><td colspan="8"><span class="bad">APNs {{unreachable}}</span></td></tr>{{/unreachable}}{{/pools}}
         {{^pools}}<tr><td colspan="8" class="muted">No connection yet: one opens with the first push.</td></tr>{{/pools}}</tbody>
         </table></div>
-        {{/apns}}
-        {{^apns}}<p class="muted">This node does not push (it runs without APNs).</p>{{/apns}}
         <h2>APNs credentials</h2>
         {{#managesCredentials}}
         <div class="table-wrap"><table>

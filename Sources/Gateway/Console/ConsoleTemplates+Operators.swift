@@ -40,7 +40,6 @@ extension ConsoleTemplates {
         """
 
     static let node = """
-        {{#inspected}}
         <p class="muted">What this node's <code>/inspect</code> shows; the page refreshes every 10 seconds.</p>
         <div class="cards">
         {{#facts}}<div class="card"><span class="value small">{{value}}</span><span class="label">{{label}}</span></div>{{/facts}}
@@ -60,7 +59,5 @@ extension ConsoleTemplates {
         <tbody>{{#tenants}}<tr><td>{{tenant}}</td><td class="num">{{queued}}</td><td class="num">{{connections}}</td>
         <td>{{paused}}</td><td>{{unreachable}}</td></tr>{{/tenants}}</tbody>
         </table></div>
-        {{/inspected}}
-        {{^inspected}}<p class="muted">This node has no live state to show.</p>{{/inspected}}
         """
 }

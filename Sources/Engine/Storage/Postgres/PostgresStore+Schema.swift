@@ -13,8 +13,11 @@ extension PostgresStore {
     static let migrationLock: Int64 = 0x1_4B_2026_0021
 
     /// Versioned migrations. Never edit a shipped migration; add a new one. Version 1 is the SQLite store's
-    /// schema as of its seventh migration, in PostgreSQL's types.
-    static let migrations: [Migration] = [
+    /// schema as of its seventh migration, in PostgreSQL's types. Versions 10 on are in
+    /// `PostgresStore+ReportMigrations.swift`.
+    static let migrations: [Migration] = foundationMigrations + reportMigrations
+
+    static let foundationMigrations: [Migration] = [
         Migration(
             version: 1,
             name: "foundation",
@@ -294,148 +297,6 @@ extension PostgresStore {
                 )
                 """,
                 "CREATE INDEX apns_credentials_tenant ON apns_credentials (tenant_id)",
-            ]
-        ),
-        Migration(
-            version: 10,
-            name: "engagement-reports",
-            statements: [
-                // The reports' daily rows, added to in the transactions that change the ledger (EngagementTally), and
-                // each delivery's report day. Deliveries recorded before are counted from what they hold: by their
-                // local or UTC date, without the no-device/failed split or the scheduler's day-level counts.
-                "ALTER TABLE deliveries ADD COLUMN report_day text NOT NULL DEFAULT ''",
-                """
-                UPDATE deliveries SET report_day =
-                    COALESCE(local_date, to_char(to_timestamp(assigned_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD'))
-                """,
-                """
-                CREATE TABLE engagement_days (
-                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-                    day text NOT NULL,
-                    impulse_id text NOT NULL,
-                    assigned bigint NOT NULL DEFAULT 0,
-                    pushed bigint NOT NULL DEFAULT 0,
-                    no_device bigint NOT NULL DEFAULT 0,
-                    failed bigint NOT NULL DEFAULT 0,
-                    fetched bigint NOT NULL DEFAULT 0,
-                    read bigint NOT NULL DEFAULT 0,
-                    PRIMARY KEY (tenant_id, day, impulse_id)
-                )
-                """,
-                """
-                CREATE TABLE engagement_read_latency (
-                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-                    day text NOT NULL,
-                    impulse_id text NOT NULL,
-                    bucket integer NOT NULL,
-                    reads bigint NOT NULL,
-                    PRIMARY KEY (tenant_id, day, impulse_id, bucket)
-                )
-                """,
-                """
-                CREATE TABLE dispatch_days (
-                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-                    day text NOT NULL,
-                    due bigint NOT NULL DEFAULT 0,
-                    skipped_stale bigint NOT NULL DEFAULT 0,
-                    skipped_weekday bigint NOT NULL DEFAULT 0,
-                    deferred_quiet_hours bigint NOT NULL DEFAULT 0,
-                    PRIMARY KEY (tenant_id, day)
-                )
-                """,
-                """
-                INSERT INTO engagement_days (tenant_id, day, impulse_id, assigned, pushed, fetched, read)
-                SELECT tenant_id, report_day, impulse_id, count(*), count(pushed_at), count(fetched_at), count(read_at)
-                FROM deliveries GROUP BY tenant_id, report_day, impulse_id
-                """,
-                """
-                INSERT INTO engagement_read_latency (tenant_id, day, impulse_id, bucket, reads)
-                SELECT tenant_id, report_day, impulse_id, \(SQLiteStore.latencyBucketSQL("read_at - pushed_at")),
-                    count(*)
-                FROM deliveries WHERE read_at IS NOT NULL AND pushed_at IS NOT NULL GROUP BY 1, 2, 3, 4
-                """,
-                """
-                INSERT INTO dispatch_days (tenant_id, day, due)
-                SELECT tenant_id, local_date, count(*) FROM deliveries WHERE kind = 'scheduled'
-                GROUP BY tenant_id, local_date
-                """,
-            ]
-        ),
-        Migration(
-            version: 11,
-            name: "webhooks",
-            statements: [
-                // Tenants' webhook endpoints, the outbox their events wait in (written in the transaction of the
-                // change each tells of), and the latest attempts.
-                """
-                CREATE TABLE webhook_endpoints (
-                    id text PRIMARY KEY,
-                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-                    url text NOT NULL,
-                    events text NOT NULL,
-                    secret text NOT NULL,
-                    previous_secret text,
-                    previous_secret_expires_at double precision,
-                    enabled boolean NOT NULL,
-                    created_at double precision NOT NULL,
-                    delivered bigint NOT NULL DEFAULT 0,
-                    dropped bigint NOT NULL DEFAULT 0,
-                    last_attempt_at double precision,
-                    last_status integer,
-                    last_error text
-                )
-                """,
-                "CREATE INDEX webhook_endpoints_tenant ON webhook_endpoints (tenant_id)",
-                """
-                CREATE TABLE webhook_outbox (
-                    id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-                    tenant_id text NOT NULL,
-                    endpoint_id text NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
-                    event text NOT NULL,
-                    ordering_key text NOT NULL,
-                    data text NOT NULL,
-                    created_at double precision NOT NULL,
-                    attempts integer NOT NULL DEFAULT 0,
-                    next_attempt_at double precision NOT NULL,
-                    leased_until double precision NOT NULL DEFAULT 0
-                )
-                """,
-                "CREATE INDEX webhook_outbox_order ON webhook_outbox (endpoint_id, ordering_key, id)",
-                "CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_at)",
-                "CREATE INDEX webhook_outbox_tenant ON webhook_outbox (tenant_id)",
-                """
-                CREATE TABLE webhook_attempts (
-                    id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-                    endpoint_id text NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
-                    event_id bigint NOT NULL,
-                    event text NOT NULL,
-                    at double precision NOT NULL,
-                    status integer,
-                    error text,
-                    outcome text NOT NULL,
-                    duration double precision NOT NULL
-                )
-                """,
-                "CREATE INDEX webhook_attempts_endpoint ON webhook_attempts (endpoint_id, id)",
-            ]
-        ),
-        Migration(
-            version: 12,
-            name: "console-sessions",
-            statements: [
-                // Console sessions by the SHA-256 of their cookie.
-                """
-                CREATE TABLE console_sessions (
-                    id text PRIMARY KEY,
-                    role text NOT NULL,
-                    name text NOT NULL,
-                    tenant_id text,
-                    csrf_token text NOT NULL,
-                    created_at double precision NOT NULL,
-                    last_seen_at double precision NOT NULL
-                )
-                """,
-                "CREATE INDEX console_sessions_account ON console_sessions (name, tenant_id)",
             ]
         ),
     ]
