@@ -63,11 +63,12 @@ final class RawHTTP2Client: Sendable {
         port: Int,
         preface: Bool = true,
         tls: Bool = true,
-        from source: String? = nil
+        from source: String? = nil,
+        alpn: [String] = ["h2"]
     ) async throws -> RawHTTP2Client {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = .none
-        configuration.applicationProtocols = ["h2"]
+        configuration.applicationProtocols = alpn
         let context = try NIOSSLContext(configuration: configuration)
         let collector = Collector()
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)

@@ -145,6 +145,7 @@ struct TestBroker: Sendable {
         adminToken: String? = nil,
         shutdownGracePeriod: Duration = .seconds(20),
         requestDeadline: Duration = .seconds(10),
+        uploadDeadline: Duration = .seconds(900),
         busyTimeout: Duration = .seconds(5),
         admission: AdmissionLimits = AdmissionLimits(),
         webhooks: WebhookConfiguration = WebhookConfiguration(),
@@ -180,6 +181,7 @@ struct TestBroker: Sendable {
             rest: RESTConfiguration(
                 maxBodySize: maxBodySize,
                 maxUploadSize: maxUploadSize,
+                uploadDeadline: uploadDeadline,
                 mediaDirectory: directory + "/media",
                 mediaQuota: mediaQuota,
                 bcryptCost: 4,

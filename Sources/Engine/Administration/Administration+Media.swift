@@ -69,6 +69,8 @@ extension Administration {
                 try Self.checkSignature(head, name: name)
                 for earlier in held { try await upload.write(earlier) }
             }
+            // An upload the server gave up on (its deadline passed, its client went) is not kept.
+            try Task.checkCancellation()
             try await store.recordAudit(
                 AuditEntry(actor, "media.upload", tenant: tenant, target: "media:\(name)", at: now())
             )

@@ -75,6 +75,7 @@ struct AdminAPI: Sendable {
             "/t/:tenant/admin/v1" + path,
             api: api,
             deadline: streamed ? api.configuration.uploadDeadline : nil,
+            streamed: streamed,
             handlers.mapValues { handler in
                 { request, context, requestID in
                     // An operator may still administer a suspended tenant; its own admins are refused.
@@ -100,6 +101,7 @@ struct AdminAPI: Sendable {
         _ path: String,
         api: RESTAPI,
         deadline: Duration? = nil,
+        streamed: Bool = false,
         _ handlers: [HTTPRequest.Method: @Sendable (Request, BrokerRequestContext, String) async throws -> Response]
     ) {
         var allowed = Set(handlers.keys)
@@ -110,7 +112,12 @@ struct AdminAPI: Sendable {
             router.on(RouterPath(path), method: method) { request, context in
                 let requestID = Self.requestID(request)
                 do {
-                    var response = try await api.underDeadline(request, context, limit: deadline) {
+                    var response = try await api.underDeadline(
+                        request,
+                        context,
+                        limit: deadline,
+                        streamed: streamed
+                    ) { request in
                         try await handler(request, context, requestID)
                     }
                     response.headers[.requestID] = requestID

@@ -46,7 +46,12 @@ extension Console {
         router.get("/t/:tenant/console/media") { request, context in
             try await page(request, context, tenant: try await tenant(context)) { visit in try await mediaPage(visit) }
         }
-        router.post("/t/:tenant/console/media") { request, context in try await uploadMedia(request, context) }
+        // Read as it arrives, within the upload deadline, like the admin API's upload.
+        router.post("/t/:tenant/console/media") { request, context in
+            try await RESTAPI.withDeadline(request, context, limit: configuration.uploadDeadline, streamed: true) {
+                try await uploadMedia($0, context)
+            }
+        }
         router.post("/t/:tenant/console/media/:name/delete") { request, context in
             let name = try AdminAPI.mediaName(context)
             return try await form(request, context) { visit, _ in try await deleteMedia(visit, name: name) }

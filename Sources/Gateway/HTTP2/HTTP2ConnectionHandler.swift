@@ -131,6 +131,18 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         context.fireChannelInactive()
     }
 
+    /// The peer closed its side (TCP FIN or TLS close_notify; Hummingbird's listener allows half-closed
+    /// connections, so that arrives as an event, not as a close). HTTP/2 has no half-closed connection: the
+    /// connection closes, and with it every stream still receiving, instead of waiting for an idle timeout that
+    /// a stream's pending work defers.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         failAll(HTTP2EngineError(.connectionClosed, "\(error)"))
         context.close(promise: nil)

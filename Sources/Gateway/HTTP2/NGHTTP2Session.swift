@@ -143,6 +143,7 @@ final class NGHTTP2Session {
 
     /// Queues a response. Without a body the HEADERS frame carries END_STREAM, as APNs' answers do.
     func submitResponse(streamID: Int32, headers: HTTP2HeaderBlock, body: ByteBuffer?) throws {
+        answeredEarly(streamID)
         let hasBody = body.map { $0.readableBytes > 0 } ?? false
         if hasBody, let body { queue(streamID, body) }
         let result = withNameValues(headers) { nva, count in
@@ -161,6 +162,7 @@ final class NGHTTP2Session {
     /// Queues a response whose body follows in parts (`appendBody`): DATA frames go out as the peer's window
     /// allows, and the stream waits (deferred) while its queue is empty.
     func submitStreamingResponse(streamID: Int32, headers: HTTP2HeaderBlock) throws {
+        answeredEarly(streamID)
         streaming.insert(streamID)
         queue(streamID, ByteBuffer())
         let result = withNameValues(headers) { nva, count in
@@ -171,6 +173,17 @@ final class NGHTTP2Session {
             dropBody(streamID)
             throw HTTP2EngineError(.session, Self.describe(Int(result)))
         }
+    }
+
+    /// A request answered while its body is still arriving (a streamed upload refused or out of time): what else
+    /// arrives is discarded, and the stream is reset (NO_ERROR) once the answer is out, so the peer stops sending.
+    private func answeredEarly(_ streamID: Int32) {
+        guard role == .server, let index = inbound.index(forKey: streamID), !inbound.values[index].answered else {
+            return
+        }
+        inbound.values[index].answered = true
+        inbound.values[index].body = ByteBuffer()
+        resetAfterAnswer.insert(streamID)
     }
 
     /// Adds to a streaming response's body (`end`: it is complete); false when the stream is gone.

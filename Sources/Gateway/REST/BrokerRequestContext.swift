@@ -13,10 +13,15 @@ public struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext 
     /// the request starts stays on that thread.
     let eventLoop: any EventLoop
     var executor: (any TaskExecutor)?
+    /// Whether the request came over HTTP/2 (the libnghttp2 engine): its body, unless streamed, is whole already.
+    var http2 = false
+    /// The connection (an HTTP/1.1 connection is asked to close after a late body's answer).
+    let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
         eventLoop = source.channel.eventLoop
+        channel = source.channel
     }
 }

@@ -66,6 +66,13 @@ public struct MediaFolder: MediaStore {
         try await NIOThreadPool.singleton.runIfActive(work)
     }
 
+    /// Runs even when the calling task is cancelled (the async `runIfActive` then skips its work): closing a
+    /// descriptor and removing a partial file must happen for an upload whose client went away.
+    static func blockingToEnd<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), work)
+            .get()
+    }
+
     /// One upload's hidden file.
     actor Upload: MediaUpload {
         var descriptor: Int32?
@@ -100,7 +107,7 @@ public struct MediaFolder: MediaStore {
             self.descriptor = nil
             let temporary = temporary
             let target = target
-            return try await MediaFolder.blocking {
+            return try await MediaFolder.blockingToEnd {
                 defer { close(descriptor) }
                 guard fsync(descriptor) == 0 else {
                     unlink(temporary)
@@ -119,7 +126,7 @@ public struct MediaFolder: MediaStore {
             guard let descriptor else { return }
             self.descriptor = nil
             let temporary = temporary
-            _ = try? await MediaFolder.blocking {
+            _ = try? await MediaFolder.blockingToEnd {
                 close(descriptor)
                 unlink(temporary)
             }

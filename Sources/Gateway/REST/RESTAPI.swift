@@ -76,6 +76,13 @@ public struct RESTAPI: Sendable {
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
         router.add(middleware: AdmissionMiddleware(control: admission))
+        router.add(
+            middleware: RequestBodyDeadlineMiddleware(
+                limit: max(configuration.maxBodySize, console?.maxFormSize ?? 0),
+                deadline: configuration.requestDeadline,
+                streamed: StreamedRoutes.matches
+            )
+        )
         if scheme == "https" { router.add(middleware: StrictTransportSecurityMiddleware()) }
         router.get("/health") { _, _ in
             Response(
@@ -110,7 +117,7 @@ public struct RESTAPI: Sendable {
             for (method, handler) in handlers {
                 routes.record(method, prefix + path)
                 router.on(RouterPath(prefix + path), method: method) { request, context in
-                    try await underDeadline(request, context) {
+                    try await underDeadline(request, context) { request in
                         let caller = try await self.caller(request, context, scheme: scheme)
                         return try await handler(request, context, caller)
                     }
@@ -124,30 +131,103 @@ public struct RESTAPI: Sendable {
     }
 
     /// Runs an authenticated request's work within `requestDeadline`: past it the client gets 503 with
-    /// `Retry-After`, and the work goes on, holding its admission slot until it ends.
+    /// `Retry-After`, and the work goes on, holding its admission slot until it ends. Its body was read whole
+    /// before (`RequestBodyDeadlineMiddleware`).
+    ///
+    /// A `streamed` request's work reads its body as it arrives, through a ``BodyGate``: past the deadline the work
+    /// is cancelled and its reading taken back before the answer (408 while the body was still arriving), and a
+    /// body the work left unread is not read after the answer either: the connection closes (HTTP/1.1) or the
+    /// stream is reset (HTTP/2).
     func underDeadline(
         _ request: Request,
         _ context: BrokerRequestContext,
         limit: Duration? = nil,
-        _ work: @escaping @Sendable () async throws -> Response
+        streamed: Bool = false,
+        _ work: @escaping @Sendable (Request) async throws -> Response
     ) async throws -> Response {
         let tenant = AdmissionControl.tenant(ofPath: request.uri.path)
+        return try await Self.withDeadline(
+            request,
+            context,
+            limit: limit ?? configuration.requestDeadline,
+            streamed: streamed,
+            abandoned: { admission.hold(tenant: tenant) },
+            finishedLate: { admission.release(tenant: tenant) },
+            work
+        )
+    }
+
+    /// ``underDeadline(_:_:limit:streamed:_:)`` without admission control's bookkeeping (the console's upload).
+    static func withDeadline(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        limit: Duration,
+        streamed: Bool,
+        abandoned: @escaping @Sendable () -> Void = {},
+        finishedLate: @escaping @Sendable () -> Void = {},
+        _ work: @escaping @Sendable (Request) async throws -> Response
+    ) async throws -> Response {
+        var request = request
+        // Over HTTP/1.1 a request without a body (a DELETE) has nothing to take back.
+        let arriving = context.http2 || RequestBodyDeadlineMiddleware.hasBody(request.headers)
+        let channel = context.channel
+        let gate =
+            !streamed || !arriving
+            ? nil
+            : context.http2
+                ? BodyGate(request.body)
+                : BodyGate(
+                    request.body,
+                    statedLength: request.headers[.contentLength].flatMap { Int($0) },
+                    connected: { channel.isActive }
+                )
+        if let gate { request.body = gate.body }
         do {
-            return try await RequestDeadline(limit: limit ?? configuration.requestDeadline).run(
+            var response = try await RequestDeadline(limit: limit).run(
                 on: context.eventLoop,
                 executor: context.executor,
-                abandoned: { admission.hold(tenant: tenant) },
-                finishedLate: { admission.release(tenant: tenant) },
-                work
+                gate: gate,
+                abandoned: abandoned,
+                finishedLate: finishedLate,
+                { [request] in try await work(request) }
             )
+            if await leaveUnread(gate, context) { response.headers[.connection] = "close" }
+            return response
         } catch is RequestDeadline.Exceeded {
+            if let gate, !gate.ended {
+                RequestBodyDeadlineMiddleware.closeAfterAnswer(context)
+                throw Problem(
+                    .requestTimeout,
+                    "upload-timeout",
+                    "the upload did not finish within \(limit.components.seconds) seconds",
+                    headers: [.connection: "close"]
+                )
+            }
             throw Problem.retryLater(
                 .serviceUnavailable,
                 "storage-unavailable",
                 "the broker could not finish the request in time; try again later",
                 after: .seconds(5)
             )
+        } catch var problem as Problem {
+            if await leaveUnread(gate, context) { problem.headers[.connection] = "close" }
+            throw problem
+        } catch {
+            await leaveUnread(gate, context)
+            throw error
         }
+    }
+
+    /// A streamed body the work did not read to its end (a refusal before the last byte) is not read after the
+    /// answer: no drain of up to `maxUploadSize` for an answer already given.
+    /// True when the connection closes after the answer (which then says `Connection: close`, so that a client
+    /// does not send its next request on it).
+    @discardableResult
+    static func leaveUnread(_ gate: BodyGate?, _ context: BrokerRequestContext) async -> Bool {
+        guard let gate, !gate.ended else { return false }
+        await gate.close()
+        RequestBodyDeadlineMiddleware.closeAfterAnswer(context)
+        return !context.http2
     }
 
     private func caller(_ request: Request, _ context: BrokerRequestContext, scheme: String) async throws -> Caller {

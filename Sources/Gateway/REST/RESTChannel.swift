@@ -159,6 +159,10 @@ struct RESTChannel: ServerChildChannel {
             case .streamClosed(let streamID, _):
                 // A stream the client reset (or that closed before its answer) takes its request's work with it.
                 work.value.streamClosed(streamID)
+            case .connectionClosed:
+                // A dropped connection (a laptop lid, flaky Wi-Fi) ends every upload on it at once: its work sees
+                // the body fail, removes its partial file and gives back its admission slot.
+                work.value.connectionClosed()
             case .requestBodyPart(let streamID, let part):
                 if work.value.bodies[streamID]?.yield(part) == .stopProducing {
                     bound.value.pauseReading(streamID: streamID)
@@ -230,7 +234,9 @@ struct RESTChannel: ServerChildChannel {
                     logger: logger
                 )
                 if let tenant { admission?.release(tenant: tenant) }
-                work.finished(streamID)
+                // A body still arriving after the answer is read by nobody: it ends here (the engine resets the
+                // stream once the answer is out).
+                work.finished(streamID, abandoningBody: message.streamedBody)
             }
             work.value.started(streamID, task)
         }
@@ -269,6 +275,7 @@ struct RESTChannel: ServerChildChannel {
         var context = BrokerRequestContext(source: .init(channel: channel, logger: logger))
         context.admitted = admitted
         context.executor = executor
+        context.http2 = true
         var response: Response
         do {
             let headerListSize = message.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
@@ -465,6 +472,12 @@ final class StreamWork {
         open.insert(streamID)
     }
 
+    /// Every body source is finished before it goes: a source dropped unfinished traps (NIO's producer checks), and
+    /// a body that ends without an error would pass for a complete upload.
+    deinit {
+        for source in bodies.values { source.finish(HTTP2EngineError(.connectionClosed, "the connection closed")) }
+    }
+
     /// The stream closed: its answer was sent (the task is ending anyway) or the client reset it (nobody will
     /// read the answer, so the work stops).
     func streamClosed(_ streamID: Int32) {
@@ -473,19 +486,32 @@ final class StreamWork {
         tasks[streamID]?.cancel()
     }
 
-    func finished(_ streamID: Int32) {
+    /// The connection is gone: every body still arriving fails and every request's work stops (nobody can read
+    /// its answer).
+    func connectionClosed() {
+        let sources = bodies
+        bodies = [:]
+        for source in sources.values { source.finish(HTTP2EngineError(.connectionClosed, "the connection closed")) }
+        for streamID in open { tasks[streamID]?.cancel() }
+        open = []
+    }
+
+    func finished(_ streamID: Int32, abandoningBody: Bool = false) {
         tasks[streamID] = nil
         open.remove(streamID)
+        if abandoningBody {
+            bodies.removeValue(forKey: streamID)?.finish(HTTP2EngineError(.streamReset, "the request was answered"))
+        }
     }
 }
 
 extension NIOLoopBound where Value == StreamWork {
     /// Records the end of a request's task from wherever it ended.
-    func finished(_ streamID: Int32) {
+    func finished(_ streamID: Int32, abandoningBody: Bool = false) {
         if eventLoop.inEventLoop {
-            value.finished(streamID)
+            value.finished(streamID, abandoningBody: abandoningBody)
         } else {
-            eventLoop.execute { self.value.finished(streamID) }
+            eventLoop.execute { self.value.finished(streamID, abandoningBody: abandoningBody) }
         }
     }
 }

@@ -21,9 +21,13 @@ struct RequestDeadline: Sendable {
     ///
     /// The work runs on `executor` when given (the connection's event loop, where HTTP/2 requests run: no thread
     /// hop), the timer on `eventLoop`.
+    ///
+    /// With `gate` (a streamed body the work reads as it arrives), the deadline cancels the work and this waits
+    /// until the work's read of the body has returned: nothing reads a body the server has answered for.
     func run<T: Sendable>(
         on eventLoop: any EventLoop,
         executor: (any TaskExecutor)?,
+        gate: BodyGate? = nil,
         abandoned: @escaping @Sendable () -> Void = {},
         finishedLate: @escaping @Sendable () -> Void = {},
         _ work: @escaping @Sendable () async throws -> T
@@ -38,10 +42,18 @@ struct RequestDeadline: Sendable {
             race.finish(.failure(Exceeded()), ifFirst: abandoned)
         }
         defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { race.wait($0) }
-        } onCancel: {
-            worker.cancel()
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { race.wait($0) }
+            } onCancel: {
+                worker.cancel()
+            }
+        } catch {
+            if let gate {
+                worker.cancel()
+                await gate.close()
+            }
+            throw error
         }
     }
 }
