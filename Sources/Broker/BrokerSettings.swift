@@ -57,6 +57,7 @@ struct ConfigFile: Decodable {
     var firstRequestTimeoutSeconds: Int?
     var stallTimeoutSeconds: Int?
     var requestDeadlineSeconds: Int?
+    var bodyDeadlineSeconds: Int?
     var maxRequestsInFlight: Int?
     var maxRequestsInFlightPerTenant: Int?
     var webhookPrivateAddresses: Bool?
@@ -90,6 +91,7 @@ struct BrokerSettings {
     var admin: AdminConfiguration?
     var connectionLimits: ConnectionLimits
     var requestDeadlineSeconds: Int
+    var bodyDeadlineSeconds: Int
     var admission: AdmissionLimits
     var operatorToken: String?
     var webhooks: WebhookConfiguration
@@ -169,6 +171,12 @@ struct BrokerSettings {
             file.requestDeadlineSeconds,
             10,
             1...300
+        )
+        bodyDeadlineSeconds = try number(
+            "BROKER_BODY_DEADLINE_SECONDS",
+            file.bodyDeadlineSeconds,
+            30,
+            1...600
         )
         let nodeRequests = try number(
             "BROKER_MAX_REQUESTS_IN_FLIGHT",
@@ -304,6 +312,7 @@ struct BrokerSettings {
                 mediaQuota: mediaQuotaBytes,
                 bcryptCost: bcryptCost,
                 requestDeadline: .seconds(requestDeadlineSeconds),
+                bodyDeadline: .seconds(bodyDeadlineSeconds),
                 admission: admission,
                 operatorToken: operatorToken
             ),

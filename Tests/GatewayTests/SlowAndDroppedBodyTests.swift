@@ -44,7 +44,7 @@ struct SlowAndDroppedBodyTests {
 
     @Test("HTTP/1.1: a body slower than the deadline is answered 408 and the connection closed; the node stays up")
     func slowBodyOverHTTP1() async throws {
-        try await TestBroker.run(requestDeadline: .seconds(1)) { broker in
+        try await TestBroker.run(bodyDeadline: .seconds(1)) { broker in
             let client = try await RawHTTP2Client.connect(port: broker.httpsPort, preface: false, alpn: ["http/1.1"])
             try await client.send(
                 Self.http1Head(
@@ -168,6 +168,51 @@ struct SlowAndDroppedBodyTests {
                 #expect(try await broker.send(.GET, "/media/acme/dropped-\(index).png", user: nil).status == 404)
             }
             try await Self.stillServing(broker)
+        }
+    }
+}
+
+@Suite("Media quota under parallel uploads", .timeLimit(.minutes(3)))
+struct MediaQuotaRaceTests {
+    @Test("Eight parallel uploads into a quota for three: each byte is reserved before it is written")
+    func parallelUploads() async throws {
+        let file = MediaUploadTests.png(30_000)
+        try await TestBroker.run(mediaQuota: 100_000) { broker in
+            var clients: [RawHTTP2Client] = []
+            for index in 0..<8 {
+                let client = try await RawHTTP2Client.connect(port: broker.httpsPort)
+                let block = RawHTTP2Client.request(
+                    "PUT",
+                    "/t/acme/admin/v1/media/part-\(index).png",
+                    [
+                        ("authorization", SlowAndDroppedBodyTests.root), ("content-type", "image/png"),
+                        ("content-length", "30000"),
+                    ]
+                )
+                try await client.send(
+                    RawHTTP2Client.headers(stream: 1, block, endStream: false)
+                        + RawHTTP2Client.data(stream: 1, Array(file.prefix(15_000)))
+                )
+                clients.append(client)
+            }
+            // Every upload has begun (a hidden file) or been refused (an answer) before any of them ends.
+            let begun = try await eventually {
+                SlowAndDroppedBodyTests.partialUploads(broker).count + clients.filter { $0.statuses[1] != nil }.count
+                    == 8
+            }
+            #expect(begun, "\(SlowAndDroppedBodyTests.partialUploads(broker))")
+            for client in clients {
+                try await client.send(RawHTTP2Client.data(stream: 1, Array(file.dropFirst(15_000)), endStream: true))
+            }
+            for client in clients { #expect(try await client.wait { _ in client.statuses[1] != nil }) }
+            let statuses = clients.map { $0.statuses[1] ?? 0 }
+            #expect(statuses.filter { $0 == 201 }.count == 3, "\(statuses)")
+            #expect(statuses.filter { $0 == 413 }.count == 5, "\(statuses)")
+            let listed = try await broker.send(.GET, "/t/acme/admin/v1/media", user: "root")
+            let sizes = (listed.json["items"] as? [[String: Any]] ?? []).compactMap { $0["size"] as? Int }
+            #expect(sizes.reduce(0, +) <= 100_000, "\(sizes)")
+            #expect(try await eventually { SlowAndDroppedBodyTests.partialUploads(broker).isEmpty })
+            for client in clients { await client.close() }
         }
     }
 }

@@ -146,6 +146,7 @@ struct TestBroker: Sendable {
         shutdownGracePeriod: Duration = .seconds(20),
         requestDeadline: Duration = .seconds(10),
         uploadDeadline: Duration = .seconds(900),
+        bodyDeadline: Duration = .seconds(30),
         busyTimeout: Duration = .seconds(5),
         admission: AdmissionLimits = AdmissionLimits(),
         webhooks: WebhookConfiguration = WebhookConfiguration(),
@@ -186,6 +187,7 @@ struct TestBroker: Sendable {
                 mediaQuota: mediaQuota,
                 bcryptCost: 4,
                 requestDeadline: requestDeadline,
+                bodyDeadline: bodyDeadline,
                 admission: admission,
                 operatorToken: Fixture.operatorToken
             ),

@@ -17,6 +17,7 @@ extension Administration {
         tenant: TenantID,
         name: String,
         contentType: String?,
+        statedSize: Int? = nil,
         parts: Parts,
         limits: MediaLimits,
         to folder: any MediaStore,
@@ -31,10 +32,18 @@ extension Administration {
                 "\(name) is sent as \(name.kind.contentType), not \(stated ?? "without a Content-Type")"
             )
         }
-        // A file replaced by the upload does not count against the quota.
-        let used = try await folder.media(tenant: tenant).filter { $0.name != name.rawValue }.reduce(0) { $0 + $1.size }
+        if let statedSize, statedSize > limits.fileSize {
+            throw EngineError(.tooLarge, "a media file is at most \(limits.fileSize) bytes")
+        }
         let upload = try await folder.beginUpload(tenant: tenant, name: name)
         do {
+            // Quota is held before bytes are written: all of a stated size at once (so that parallel uploads near
+            // the quota are refused before they start rather than all at their end), else as the parts arrive.
+            var reserved = 0
+            if let statedSize {
+                try await upload.reserve(statedSize, quota: limits.tenantQuota)
+                reserved = statedSize
+            }
             var head: [UInt8] = []
             // Parts that came before the first bytes could be checked (a client may send tiny pieces).
             var held: [[UInt8]] = []
@@ -45,11 +54,9 @@ extension Administration {
                 guard size <= limits.fileSize else {
                     throw EngineError(.tooLarge, "a media file is at most \(limits.fileSize) bytes")
                 }
-                guard used + size <= limits.tenantQuota else {
-                    throw EngineError(
-                        .tooLarge,
-                        "the tenant's media would take more than its quota of \(limits.tenantQuota) bytes"
-                    )
+                if size > reserved {
+                    try await upload.reserve(size - reserved, quota: limits.tenantQuota)
+                    reserved = size
                 }
                 if !checked {
                     head += part.prefix(MediaKind.signatureLength - head.count)
@@ -74,7 +81,7 @@ extension Administration {
             try await store.recordAudit(
                 AuditEntry(actor, "media.upload", tenant: tenant, target: "media:\(name)", at: now())
             )
-            let created = try await upload.commit()
+            let created = try await upload.commit(quota: limits.tenantQuota)
             return (MediaFile(name: name, tenant: tenant, size: size, modifiedAt: now()), created)
         } catch {
             await upload.abort()

@@ -116,12 +116,47 @@ public struct MediaFile: Sendable, Equatable, Codable {
     }
 }
 
-/// A file being written: nothing is visible at its name until ``commit()``; ``abort()`` leaves no trace.
+/// A file being written: nothing is visible at its name until ``commit(quota:)``; ``abort()`` leaves no trace.
 public protocol MediaUpload: Sendable {
+    /// Holds `bytes` more of the tenant's quota for this upload before they are written: refused (413) when the
+    /// tenant's files and every upload of the tenant in progress would take more than `quota`.
+    func reserve(_ bytes: Int, quota: Int) async throws
     func write(_ bytes: [UInt8]) async throws
-    /// Makes the file visible under its name (replacing a file of that name whole); true when it is new.
-    func commit() async throws -> Bool
+    /// Makes the file visible under its name (replacing a file of that name whole); true when it is new. Checked
+    /// once more against the tenant's files as they are then, one commit at a time: refused (413) past `quota`.
+    func commit(quota: Int) async throws -> Bool
     func abort() async
+}
+
+/// The bytes that uploads in progress hold of their tenants' quotas (``MediaUpload/reserve(_:quota:)``), by
+/// tenant folder and upload. A pure value; its owner keeps it behind a lock.
+public struct MediaQuotaLedger: Sendable {
+    private var reserved: [String: [UUID: Int]] = [:]
+
+    public init() {}
+
+    /// Adds `bytes` to the upload's reservation when the tenant's files (`used`, without the file the upload
+    /// replaces) and all of the tenant's reservations still fit in `quota`; false (and nothing held) otherwise.
+    public mutating func reserve(_ bytes: Int, upload: UUID, folder: String, used: Int, quota: Int) -> Bool {
+        let held = reserved[folder, default: [:]].values.reduce(0, +)
+        guard used + held + bytes <= quota else { return false }
+        reserved[folder, default: [:]][upload, default: 0] += bytes
+        return true
+    }
+
+    /// The upload ended (committed, refused or broken): its reservation goes.
+    public mutating func release(upload: UUID, folder: String) {
+        reserved[folder]?[upload] = nil
+        if reserved[folder]?.isEmpty == true { reserved[folder] = nil }
+    }
+
+    /// What the tenant's uploads in progress hold.
+    public func held(folder: String) -> Int { reserved[folder, default: [:]].values.reduce(0, +) }
+
+    /// The refusal both checks answer.
+    public static func refusal(quota: Int) -> EngineError {
+        EngineError(.tooLarge, "the tenant's media would take more than its quota of \(quota) bytes")
+    }
 }
 
 /// The tenants' media folders (files on disk in the broker; the store port the administration writes them with).

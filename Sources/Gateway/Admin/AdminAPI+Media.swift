@@ -61,6 +61,7 @@ extension AdminAPI {
                         tenant: tenant.id,
                         name: try Self.mediaName(context),
                         contentType: request.headers[.contentType],
+                        statedSize: request.headers[.contentLength].flatMap { Int($0) },
                         parts: request.body.map { Array($0.readableBytesView) },
                         limits: limits,
                         to: try media(),

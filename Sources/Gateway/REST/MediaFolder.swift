@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import NIOPosix
+import Synchronization
 
 /// The tenants' uploaded media on disk: `<folder>/<tenant>/<name>`, served by ``MediaFiles`` at
 /// `/media/<tenant>/<name>`. An upload is written to a hidden file of the tenant's folder (never served: the
@@ -33,16 +34,41 @@ public struct MediaFolder: MediaStore {
 
     public func beginUpload(tenant: TenantID, name: MediaName) async throws -> any MediaUpload {
         let directory = tenantFolder(tenant)
-        let temporary = directory + "/.upload-" + UUID().uuidString
-        let descriptor = try await Self.blocking {
+        let id = UUID()
+        let temporary = directory + "/.upload-" + id.uuidString
+        let (descriptor, used) = try await Self.blocking {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
                 throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
             }
-            return descriptor
+            // A file the upload replaces does not count against the quota.
+            return (descriptor, Self.bytesUsed(directory, except: name.rawValue))
         }
-        return Upload(descriptor: descriptor, temporary: temporary, target: directory + "/" + name.rawValue)
+        return Upload(
+            id: id,
+            descriptor: descriptor,
+            folder: directory,
+            temporary: temporary,
+            name: name.rawValue,
+            used: used
+        )
+    }
+
+    /// What the uploads of this process hold of their tenants' quotas, by tenant folder.
+    static let reservations = Mutex(MediaQuotaLedger())
+    /// One commit at a time (in this process): each checks the quota against the files as the previous left them.
+    static let commits = Mutex(())
+
+    /// The bytes of a tenant folder's files, hidden files (uploads in progress) and `except` left out.
+    static func bytesUsed(_ directory: String, except name: String) -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        return names.reduce(0) { total, text in
+            guard text != name, !text.hasPrefix(".") else { return total }
+            var info = stat()
+            guard stat(directory + "/" + text, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return total }
+            return total + Int(info.st_size)
+        }
     }
 
     public func deleteMedia(tenant: TenantID, name: MediaName) async throws -> Bool {
@@ -73,20 +99,37 @@ public struct MediaFolder: MediaStore {
             .get()
     }
 
-    /// One upload's hidden file.
+    /// One upload's hidden file, and the quota it holds.
     actor Upload: MediaUpload {
+        let id: UUID
         var descriptor: Int32?
+        let folder: String
         let temporary: String
-        let target: String
+        let name: String
+        /// The tenant's files when the upload began, without the one it replaces.
+        let used: Int
+        private var size = 0
 
-        init(descriptor: Int32, temporary: String, target: String) {
+        init(id: UUID, descriptor: Int32, folder: String, temporary: String, name: String, used: Int) {
+            self.id = id
             self.descriptor = descriptor
+            self.folder = folder
             self.temporary = temporary
-            self.target = target
+            self.name = name
+            self.used = used
+        }
+
+        func reserve(_ bytes: Int, quota: Int) throws {
+            let (id, folder, used) = (id, folder, used)
+            let held = MediaFolder.reservations.withLock {
+                $0.reserve(bytes, upload: id, folder: folder, used: used, quota: quota)
+            }
+            guard held else { throw MediaQuotaLedger.refusal(quota: quota) }
         }
 
         func write(_ bytes: [UInt8]) async throws {
             guard let descriptor else { throw EngineError(.storage, "the upload is closed") }
+            size += bytes.count
             try await MediaFolder.blocking {
                 var written = 0
                 while written < bytes.count {
@@ -102,29 +145,42 @@ public struct MediaFolder: MediaStore {
             }
         }
 
-        func commit() async throws -> Bool {
+        func commit(quota: Int) async throws -> Bool {
             guard let descriptor else { throw EngineError(.storage, "the upload is closed") }
             self.descriptor = nil
-            let temporary = temporary
-            let target = target
+            defer { release() }
+            let (temporary, folder, name, size) = (temporary, folder, name, size)
             return try await MediaFolder.blockingToEnd {
                 defer { close(descriptor) }
                 guard fsync(descriptor) == 0 else {
                     unlink(temporary)
                     throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
                 }
-                let existed = access(target, F_OK) == 0
-                guard rename(temporary, target) == 0 else {
-                    unlink(temporary)
-                    throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
+                let target = folder + "/" + name
+                return try MediaFolder.commits.withLock { _ in
+                    guard MediaFolder.bytesUsed(folder, except: name) + size <= quota else {
+                        unlink(temporary)
+                        throw MediaQuotaLedger.refusal(quota: quota)
+                    }
+                    let existed = access(target, F_OK) == 0
+                    guard rename(temporary, target) == 0 else {
+                        unlink(temporary)
+                        throw EngineError(.storage, "cannot write to the media folder (errno \(errno))")
+                    }
+                    return !existed
                 }
-                return !existed
             }
+        }
+
+        private func release() {
+            let (id, folder) = (id, folder)
+            MediaFolder.reservations.withLock { $0.release(upload: id, folder: folder) }
         }
 
         func abort() async {
             guard let descriptor else { return }
             self.descriptor = nil
+            release()
             let temporary = temporary
             _ = try? await MediaFolder.blockingToEnd {
                 close(descriptor)

@@ -79,7 +79,7 @@ public struct RESTAPI: Sendable {
         router.add(
             middleware: RequestBodyDeadlineMiddleware(
                 limit: max(configuration.maxBodySize, console?.maxFormSize ?? 0),
-                deadline: configuration.requestDeadline,
+                deadline: configuration.bodyDeadline,
                 streamed: StreamedRoutes.matches
             )
         )

@@ -35,6 +35,9 @@ public struct RESTConfiguration: Sendable {
     /// The longest an authenticated request's work (login, store reads and writes) may take before it is answered
     /// 503 with `Retry-After`; the work itself goes on and its result is dropped.
     public var requestDeadline: Duration
+    /// The longest an HTTP/1.1 request body (of a route that reads it whole) may take to arrive; past it the
+    /// request is answered 408 and its connection closed (nginx's `client_body_timeout`, Go's `ReadTimeout`).
+    public var bodyDeadline: Duration
     /// Requests in progress on the node and per tenant; beyond them 503 and 429.
     public var admission: AdmissionLimits
     /// The bearer token that makes a request to the admin API an operator's (besides operator accounts).
@@ -56,6 +59,7 @@ public struct RESTConfiguration: Sendable {
         bcryptCost: UInt8 = 12,
         verificationQueue: Int = 64,
         requestDeadline: Duration = .seconds(10),
+        bodyDeadline: Duration = .seconds(30),
         admission: AdmissionLimits = AdmissionLimits(),
         operatorToken: String? = nil
     ) {
@@ -74,6 +78,7 @@ public struct RESTConfiguration: Sendable {
         self.bcryptCost = min(31, max(4, bcryptCost))
         self.verificationQueue = max(1, verificationQueue)
         self.requestDeadline = max(.milliseconds(100), requestDeadline)
+        self.bodyDeadline = max(.milliseconds(100), bodyDeadline)
         self.operatorToken = operatorToken
         self.admission = admission
     }
