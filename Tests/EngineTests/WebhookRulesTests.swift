@@ -85,6 +85,53 @@ struct WebhookRulesTests {
         #expect(throws: EngineError.self) { try WebhookTargetPolicy.events(["user.renamed"]) }
     }
 
+    @Test("Every spelling of an internal address is refused at registration: the resolver's forms, not strings")
+    func internalSpellings() throws {
+        let strict = WebhookTargetPolicy()
+        // What a campaign registered (201) and then reached 127.0.0.1 with, and more of the same kind.
+        for host in [
+            "2130706433", "0x7f000001", "0177.0.0.1", "127.1", "0", "0x7f.1", "017700000001", "localhost.",
+            "LOCALHOST", "[0:0:0:0:0:0:0:1]", "[0000:0000:0000:0000:0000:0000:0000:0001]", "[fe90::1]", "[fec0::1]",
+            "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::127.0.0.1]", "[64:ff9b::a00:1]", "[2002:c0a8:101::1]",
+            "[ff02::1]", "[::]", "100.64.0.1", "198.18.0.1", "192.0.2.1", "224.0.0.1", "255.255.255.255",
+            "169.254.169.254.", "intranet", "db", "router.lan", "nas.home.arpa", "a.localdomain",
+        ] {
+            #expect(throws: EngineError.self, "\(host)") { try strict.validate(url: "https://\(host)/hook") }
+        }
+        for host in ["hooks.example.com", "8.8.8.8", "[2606:4700::1111]", "[::ffff:8.8.8.8]", "1e100.net"] {
+            #expect(try strict.validate(url: "https://\(host)/hook") != "", "\(host)")
+        }
+    }
+
+    @Test("Address literals read as the resolver reads them, and classified by IANA's special-purpose ranges")
+    func addresses() throws {
+        #expect(NetworkAddress(literal: "2130706433")?.description == "127.0.0.1")
+        #expect(NetworkAddress(literal: "0x7f000001")?.description == "127.0.0.1")
+        #expect(NetworkAddress(literal: "0177.0.0.1")?.description == "127.0.0.1")
+        #expect(NetworkAddress(literal: "127.1")?.description == "127.0.0.1")
+        #expect(NetworkAddress(literal: "10.1.258")?.description == "10.1.1.2")  // the last part fills two bytes
+        #expect(NetworkAddress(literal: "10.256.1") == nil)  // a middle part over 255
+        #expect(NetworkAddress(literal: "10.1.2.258") == nil)
+        #expect(NetworkAddress(literal: "hooks.example.com") == nil)
+        #expect(
+            NetworkAddress(literal: "::ffff:10.0.0.1")?.bytes == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 10, 0, 0, 1]
+        )
+        #expect(NetworkAddress(literal: "1:2:3:4:5:6:7:8")?.description == "1:2:3:4:5:6:7:8")
+        #expect(NetworkAddress(literal: "1::8")?.description == "1:0:0:0:0:0:0:8")
+        #expect(NetworkAddress(literal: "1:2:3:4:5:6:7:8:9") == nil)
+        #expect(NetworkAddress(literal: "fe80::1%eth0") == nil)
+        for text in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"] {
+            #expect(NetworkAddress(literal: text)?.isPublic == true, "\(text)")
+        }
+        for text in [
+            "127.0.0.1", "10.0.0.1", "172.31.255.255", "192.168.0.1", "169.254.0.1", "100.127.0.1", "0.0.0.0",
+            "::1", "::", "::ffff:127.0.0.1", "::10.0.0.1", "fc00::1", "fdff::1", "fe80::1", "febf::1", "fec0::1",
+            "ff00::1", "2001:db8::1", "2001::1", "64:ff9b:1::1", "64:ff9b::7f00:1", "2002:7f00:1::1", "100::1",
+        ] {
+            #expect(NetworkAddress(literal: text)?.isPublic == false, "\(text)")
+        }
+    }
+
     @Test("An event's body is the same bytes at every attempt, with its data as JSON")
     func body() {
         let record = WebhookEventRecord(

@@ -90,8 +90,8 @@ struct WebhookTests {
         let certificateFile: String
         private let state = State()
 
-        init() async throws {
-            let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: ["localhost"])
+        init(hostnames: [String] = ["localhost"]) async throws {
+            let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: hostnames)
             certificateFile = TestBroker.temporaryDirectory() + "/receiver.crt"
             try certificatePEM.write(toFile: certificateFile, atomically: true, encoding: .utf8)
             var configuration = TLSConfiguration.makeServerConfiguration(

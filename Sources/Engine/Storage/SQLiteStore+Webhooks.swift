@@ -193,28 +193,39 @@ extension SQLiteStore {
 
     public func dueWebhookEvents(
         now: Date,
-        limit: Int,
-        lease: Duration,
-        excluding: Set<String>
+        room: WebhookShares.Room,
+        lease: Duration
     ) async throws -> [WebhookOutboxItem] {
-        guard limit > 0 else { return [] }
+        guard room.free > 0 else { return [] }
         let at = now.unixSeconds
-        let excluded = Array(excluding)
+        let excluded = Array(room.fullEndpoints)
+        let busy = Array(room.tenantRoom)
+        let tenantRoom =
+            busy.isEmpty
+            ? "?" : "CASE tenant_id " + busy.map { _ in "WHEN ? THEN ?" }.joined(separator: " ") + " ELSE ? END"
+        var arguments: [any DatabaseValueConvertible] = [at, at] + excluded
+        for (tenant, count) in busy { arguments += [tenant.rawValue, count] }
+        arguments += [room.perTenant, room.free]
+        let statementArguments = StatementArguments(arguments.map(\.databaseValue))
         // Looked for first without the writer (every half second while idle, beside a burst's commits), then
-        // leased in a write that takes only those still free.
+        // leased in a write that takes only those still free. Each tenant's oldest due first, up to its room.
         let found = try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT o.id, o.tenant_id, o.endpoint_id, o.event, o.ordering_key, o.data, o.created_at, o.attempts
-                    FROM webhook_outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id AND e.enabled = 1
-                    WHERE o.next_attempt_at <= ? AND o.leased_until <= ?
-                        AND o.endpoint_id NOT IN (\(Array(repeating: "?", count: excluded.count).joined(separator: ",")))
-                        AND o.id = (SELECT min(p.id) FROM webhook_outbox p
-                            WHERE p.endpoint_id = o.endpoint_id AND p.ordering_key = o.ordering_key)
-                    ORDER BY o.next_attempt_at, o.id LIMIT ?
+                    SELECT id, tenant_id, endpoint_id, event, ordering_key, data, created_at, attempts FROM (
+                        SELECT o.id, o.tenant_id, o.endpoint_id, o.event, o.ordering_key, o.data, o.created_at,
+                            o.attempts, o.next_attempt_at,
+                            row_number() OVER (PARTITION BY o.tenant_id ORDER BY o.next_attempt_at, o.id) AS rank
+                        FROM webhook_outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id AND e.enabled = 1
+                        WHERE o.next_attempt_at <= ? AND o.leased_until <= ?
+                            AND o.endpoint_id NOT IN (\(Array(repeating: "?", count: excluded.count).joined(separator: ",")))
+                            AND o.id = (SELECT min(p.id) FROM webhook_outbox p
+                                WHERE p.endpoint_id = o.endpoint_id AND p.ordering_key = o.ordering_key)
+                    ) WHERE rank <= \(tenantRoom)
+                    ORDER BY next_attempt_at, id LIMIT ?
                     """,
-                arguments: StatementArguments([at, at] as [any DatabaseValueConvertible] + excluded + [limit])
+                arguments: statementArguments
             ).map(Self.outboxItem(from:))
         }
         guard !found.isEmpty else { return [] }

@@ -122,26 +122,21 @@ public struct WebhookTargetPolicy: Sendable, Equatable {
         return events
     }
 
-    /// A host name or address literal of this machine or a private, link-local or unique-local network.
+    /// A host that is, or names, this machine or a network that is not the public internet: an address literal in
+    /// any form the resolver takes (``NetworkAddress``), a name under a local-only domain, or a name of one label
+    /// (a resolver's search domains complete it to a local host). Where a public name resolves to is checked at
+    /// each attempt (`WebhookDispatcher`).
     static func isInternal(_ host: String) -> Bool {
-        let host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if host == "localhost" || host.hasSuffix(".localhost") || host.hasSuffix(".local")
-            || host.hasSuffix(".internal")
-        {
-            return true
-        }
-        let parts = host.split(separator: ".").compactMap { Int($0) }
-        if parts.count == 4, host.split(separator: ".").count == 4 {
-            let (a, b) = (parts[0], parts[1])
-            return a == 0 || a == 10 || a == 127 || (a == 169 && b == 254) || (a == 172 && (16...31).contains(b))
-                || (a == 192 && b == 168) || (a == 100 && (64...127).contains(b))
-        }
-        if host.contains(":") {
-            let lower = host.lowercased()
-            return lower == "::1" || lower == "::" || lower.hasPrefix("fc") || lower.hasPrefix("fd")
-                || lower.hasPrefix("fe80") || lower.hasPrefix("::ffff:")
-        }
-        return false
+        var name = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        // `localhost.` is `localhost`: a fully qualified name's final dot changes nothing.
+        while name.hasSuffix(".") { name.removeLast() }
+        if name.isEmpty { return true }
+        if let address = NetworkAddress(literal: name) { return !address.isPublic }
+        if name.contains(":") || name.contains("%") { return true }
+        let localDomains = ["localhost", "local", "internal", "localdomain", "home.arpa", "lan", "intranet", "corp"]
+        if localDomains.contains(where: { name == $0 || name.hasSuffix("." + $0) }) { return true }
+        if name == "ip6-localhost" || name == "ip6-loopback" { return true }
+        return !name.contains(".")
     }
 }
 
@@ -312,16 +307,11 @@ public protocol WebhookStore: Sendable {
     func pendingWebhookEvents(tenant: TenantID) async throws -> [String: Int]
     /// The endpoint's latest attempts, newest first.
     func webhookAttempts(tenant: TenantID, endpoint: String, limit: Int) async throws -> [WebhookAttempt]
-    /// Events due at `now`, at most `limit`: for each endpoint and ordering key only the oldest (so a key's events
-    /// go in order), and only of enabled endpoints not in `excluding` (those the caller has enough attempts in flight
-    /// for). Leased to the caller for `lease`: another node, or the caller's next look, leaves them out.
-    func dueWebhookEvents(
-        now: Date,
-        limit: Int,
-        lease: Duration,
-        excluding: Set<String>
-    ) async throws
-        -> [WebhookOutboxItem]
+    /// Events due at `now`, at most `room.free`: for each endpoint and ordering key only the oldest (so a key's
+    /// events go in order), only of enabled endpoints not in `room.fullEndpoints`, and for each tenant at most its
+    /// room (the oldest due of each tenant first, so a tenant's backlog cannot crowd out another's). Leased to the
+    /// caller for `lease`: another node, or the caller's next look, leaves them out.
+    func dueWebhookEvents(now: Date, room: WebhookShares.Room, lease: Duration) async throws -> [WebhookOutboxItem]
     /// Records an attempt's outcome: the event leaves the queue (delivered, dropped) or waits for its next try.
     func recordWebhookAttempt(
         _ item: WebhookOutboxItem,

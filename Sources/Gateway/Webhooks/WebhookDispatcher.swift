@@ -19,9 +19,13 @@ public struct WebhookConfiguration: Sendable {
     /// Attempts in flight at once, over all endpoints, and per endpoint: a slow endpoint holds only its own.
     public var concurrency: Int
     public var perEndpoint: Int
+    /// Attempts in flight for one tenant's endpoints together: its dead endpoints never hold every slot.
+    public var perTenant: Int
     public var retry: WebhookRetryPolicy
     /// How often the queue is looked at while it is idle.
     public var pollInterval: Duration
+    /// Resolves an endpoint's host name for each attempt (the system's resolver; tests name their own).
+    public var resolve: @Sendable (String) async throws -> [NetworkAddress] = WebhookConnector.systemResolve
 
     public init(
         policy: WebhookTargetPolicy = WebhookTargetPolicy(),
@@ -29,6 +33,7 @@ public struct WebhookConfiguration: Sendable {
         timeout: Duration = .seconds(10),
         concurrency: Int = 32,
         perEndpoint: Int = 4,
+        perTenant: Int = 8,
         retry: WebhookRetryPolicy = WebhookRetryPolicy(),
         pollInterval: Duration = .milliseconds(500)
     ) {
@@ -37,6 +42,7 @@ public struct WebhookConfiguration: Sendable {
         self.timeout = timeout
         self.concurrency = concurrency
         self.perEndpoint = perEndpoint
+        self.perTenant = perTenant
         self.retry = retry
         self.pollInterval = pollInterval
     }
@@ -50,15 +56,21 @@ public struct WebhookConfiguration: Sendable {
 final class WebhookDispatcher: Service, Sendable {
     let store: any WebhookStore
     let configuration: WebhookConfiguration
-    let client: HTTPClient
+    let connector: WebhookConnector
     let logger: Logger
-    /// Attempts in flight, by endpoint.
-    private let inFlight = Mutex<[String: Int]>([:])
+    /// Attempts in flight, by endpoint and by tenant.
+    private let inFlight = Mutex<(endpoints: [String: Int], tenants: [TenantID: Int])>(([:], [:]))
+    let shares: WebhookShares
 
     init(store: any WebhookStore, configuration: WebhookConfiguration, logger: Logger) throws {
         self.store = store
         self.configuration = configuration
         self.logger = logger
+        self.shares = WebhookShares(
+            concurrency: configuration.concurrency,
+            perEndpoint: configuration.perEndpoint,
+            perTenant: configuration.perTenant
+        )
         var tls = TLSConfiguration.makeClientConfiguration()
         if let file = configuration.trustRootsFile {
             tls.additionalTrustRoots = [.file(file)]
@@ -76,12 +88,17 @@ final class WebhookDispatcher: Service, Sendable {
         // second idle timer; an assertion in debug builds, which crashed our test run's own client).
         client.httpVersion = .http1Only
         client.connectionPool = .init(idleTimeout: .seconds(60))
-        self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
+        self.connector = WebhookConnector(
+            configuration: client,
+            allowPrivateAddresses: configuration.policy.allowPrivateAddresses,
+            resolveTimeout: configuration.timeout,
+            resolve: configuration.resolve
+        )
     }
 
     func run() async throws {
         await cancelWhenGracefulShutdown { await self.dispatch() }
-        try? await client.shutdown()
+        await connector.shutdown()
     }
 
     /// Keeps up to `concurrency` attempts in flight (`perEndpoint` per endpoint), taking more from the queue as
@@ -91,18 +108,15 @@ final class WebhookDispatcher: Service, Sendable {
         await withDiscardingTaskGroup { group in
             var failures = 0
             while !Task.isCancelled {
-                let (total, saturated) = inFlight.withLock { counts in
-                    (counts.values.reduce(0, +), Set(counts.filter { $0.value >= configuration.perEndpoint }.keys))
-                }
-                let free = configuration.concurrency - total
+                let room = inFlight.withLock { shares.room(endpoints: $0.endpoints, tenants: $0.tenants) }
+                let free = room.free
                 var taken: [WebhookOutboxItem] = []
                 if free > 0 {
                     do {
                         taken = try await store.dueWebhookEvents(
                             now: Date(),
-                            limit: free,
-                            lease: configuration.timeout * 3,
-                            excluding: saturated
+                            room: room,
+                            lease: configuration.timeout * 3
                         )
                         failures = 0
                     } catch {
@@ -118,12 +132,17 @@ final class WebhookDispatcher: Service, Sendable {
                     }
                     // Deleted meanwhile: its events went with it.
                     guard let endpoint = endpoints[item.tenant]?[item.endpoint] else { continue }
-                    inFlight.withLock { $0[item.endpoint, default: 0] += 1 }
+                    inFlight.withLock {
+                        $0.endpoints[item.endpoint, default: 0] += 1
+                        $0.tenants[item.tenant, default: 0] += 1
+                    }
                     group.addTask {
                         await self.attempt(item, endpoint)
                         self.inFlight.withLock { counts in
-                            counts[item.endpoint, default: 1] -= 1
-                            if counts[item.endpoint] == 0 { counts[item.endpoint] = nil }
+                            counts.endpoints[item.endpoint, default: 1] -= 1
+                            if counts.endpoints[item.endpoint] == 0 { counts.endpoints[item.endpoint] = nil }
+                            counts.tenants[item.tenant, default: 1] -= 1
+                            if counts.tenants[item.tenant] == 0 { counts.tenants[item.tenant] = nil }
                         }
                     }
                 }
@@ -161,20 +180,27 @@ final class WebhookDispatcher: Service, Sendable {
         var status: Int?
         var failure: String?
         do {
-            let response = try await client.execute(
-                request,
-                timeout: .seconds(Int64(configuration.timeout.components.seconds))
-            )
-            status = Int(response.status.code)
-            // The answer's body is read and thrown away, at most 64 KiB of it.
-            var read = 0
-            for try await part in response.body {
-                read += part.readableBytes
-                if read > 65_536 { break }
+            // A second past the connect and read timeouts: a silent port ends as a failed connect, not as a
+            // timeout (which would tell it apart from a closed one).
+            let timeout = TimeAmount.seconds(Int64(configuration.timeout.components.seconds) + 1)
+            let code = try await connector.execute(url: endpoint.url) { [request] client in
+                let response = try await client.execute(request, timeout: timeout)
+                // The answer's body is read and thrown away, at most 64 KiB of it.
+                var read = 0
+                for try await part in response.body {
+                    read += part.readableBytes
+                    if read > 65_536 { break }
+                }
+                return Int(response.status.code)
             }
-            if !(200..<300).contains(Int(response.status.code)) { failure = "answered \(response.status.code)" }
+            status = code
+            if !(200..<300).contains(code) { failure = "answered \(code)" }
         } catch {
             failure = Self.describe(error)
+            logger.debug(
+                "webhook attempt failed",
+                metadata: ["tenant.id": "\(item.tenant)", "webhook.id": "\(item.endpoint)", "error": "\(error)"]
+            )
         }
         let duration = started.duration(to: .now)
         let result: WebhookAttemptResult
@@ -207,17 +233,18 @@ final class WebhookDispatcher: Service, Sendable {
         }
     }
 
-    /// A short description of a failed attempt, without the URL's query (it may hold a token).
+    /// A short description of a failed attempt, as the tenant's admins see it: never the URL's query (it may hold
+    /// a token), the address the host resolved to, the port, or whether something listened there (a refused
+    /// connection, a silent one and a failed TLS handshake read the same), so attempts cannot scan a network.
+    /// The broker's own log has the error at debug level.
     static func describe(_ error: any Error) -> String {
         switch error {
+        case let refused as WebhookConnector.Refused:
+            return refused.description
         case let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout:
             return "timed out"
-        case let error as HTTPClientError where error == .connectTimeout:
-            return "connect timed out"
-        case let error as NIOSSLError:
-            return "TLS: \(error)"
         default:
-            return String(String(describing: error).prefix(200))
+            return "could not connect to the endpoint over TLS"
         }
     }
 }

@@ -196,23 +196,36 @@ extension PostgresStore {
     /// Leases the head of each (endpoint, ordering key) line that is due and not leased by another node.
     public func dueWebhookEvents(
         now: Date,
-        limit: Int,
-        lease: Duration,
-        excluding: Set<String>
+        room: WebhookShares.Room,
+        lease: Duration
     ) async throws -> [WebhookOutboxItem] {
-        guard limit > 0 else { return [] }
+        guard room.free > 0 else { return [] }
+        let busyTenants = room.tenantRoom.keys.map(\.rawValue)
+        let busyRoom = busyTenants.map { room.tenantRoom[TenantID(trusted: $0)] ?? 0 }
         return try await write { [self] connection in
             let at = now.unixSeconds
+            // Each tenant's oldest due first, up to its room; rows are locked (and the lease checked again) only
+            // at the outer level (FOR UPDATE does not go with window functions).
             return try await connection.rows(
                 """
-                WITH due AS (
-                    SELECT o.id FROM webhook_outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id AND e.enabled
+                WITH ranked AS (
+                    SELECT o.id, o.next_attempt_at,
+                        row_number() OVER (PARTITION BY o.tenant_id ORDER BY o.next_attempt_at, o.id) AS rank,
+                        COALESCE(
+                            (SELECT b.room FROM unnest(\(busyTenants)::text[], \(busyRoom)::bigint[]) AS b(tenant, room)
+                                WHERE b.tenant = o.tenant_id),
+                            \(room.perTenant)
+                        ) AS room
+                    FROM webhook_outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id AND e.enabled
                     WHERE o.next_attempt_at <= \(at) AND o.leased_until <= \(at)
-                        AND NOT (o.endpoint_id = ANY(\(Array(excluding))))
+                        AND NOT (o.endpoint_id = ANY(\(Array(room.fullEndpoints))))
                         AND o.id = (SELECT min(p.id) FROM webhook_outbox p
                             WHERE p.endpoint_id = o.endpoint_id AND p.ordering_key = o.ordering_key)
-                    ORDER BY o.next_attempt_at, o.id LIMIT \(max(0, limit))
-                    FOR UPDATE OF o SKIP LOCKED
+                ), due AS (
+                    SELECT w.id FROM webhook_outbox w JOIN ranked r ON r.id = w.id
+                    WHERE r.rank <= r.room AND w.leased_until <= \(at)
+                    ORDER BY r.next_attempt_at, r.id LIMIT \(room.free)
+                    FOR UPDATE OF w SKIP LOCKED
                 )
                 UPDATE webhook_outbox w SET leased_until = \(at + lease.seconds) FROM due WHERE w.id = due.id
                 RETURNING w.id, w.tenant_id, w.endpoint_id, w.event, w.ordering_key, w.data, w.created_at, w.attempts
