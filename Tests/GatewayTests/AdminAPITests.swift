@@ -428,4 +428,39 @@ struct AdminIdempotencyTests {
             #expect(operatorCreate.status == 201)
         }
     }
+
+    @Test("An account deleted and made again under its name does not replay the first account's answers")
+    func recreatedAccount() async throws {
+        try await TestBroker.run { broker in
+            func send(
+                _ method: HTTPMethod,
+                _ path: String,
+                as user: String,
+                _ body: String? = nil,
+                key: String? = nil
+            )
+                async throws -> TestBroker.Reply
+            {
+                var headers = [("Content-Type", "application/json")]
+                if let key { headers.append(("Idempotency-Key", key)) }
+                return try await broker.send(
+                    method,
+                    "/t/acme/admin/v1" + path,
+                    user: user,
+                    password: user == "boss" ? "b0ss-pass" : nil,
+                    headers: headers,
+                    body: body
+                )
+            }
+            let boss = #"{"username": "boss", "password": "b0ss-pass", "admin": true}"#
+            #expect(try await send(.POST, "/users", as: "root", boss).status == 201)
+            let hank = #"{"username": "hank", "password": "h4nk-pass"}"#
+            #expect(try await send(.POST, "/users", as: "boss", hank, key: "k-1").status == 201)
+            #expect(try await send(.DELETE, "/users/boss", as: "root").status == 200)
+            #expect(try await send(.POST, "/users", as: "root", boss).status == 201)
+            // The new boss's request runs: hank exists (409), nothing is replayed.
+            let again = try await send(.POST, "/users", as: "boss", hank, key: "k-1")
+            #expect(again.status == 409 && again.headers["idempotent-replayed"].isEmpty, "\(again.text)")
+        }
+    }
 }

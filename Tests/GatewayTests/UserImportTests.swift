@@ -172,4 +172,22 @@ struct UserImportTests {
             }
         }
     }
+
+    @Test("A per-row import cut short (413) has written its first batches, and their users' cached logins end then")
+    func cutShortImportDropsCachedLogins() async throws {
+        let hash = try await Authenticator.hash("bulk-pass", cost: 4)
+        let rows = ["username,passwordHash,enabled", "alice,,false"] + (0..<1_000).map { "cut-\($0),\(hash)," }
+        let body = rows.joined(separator: "\n")
+        #expect(body.utf8.count > 64 * 1024)
+        try await TestBroker.run(maxUploadSize: 64 * 1024) { broker in
+            // Alice's login is verified and cached.
+            #expect(try await broker.send(.GET, "/t/acme/v1/me").status == 200)
+            let reply = try await importUsers(broker, body)
+            #expect(reply.status == 413, "\(reply.text.prefix(300))")
+            // The first batch, alice disabled among it, was written before the body went past the limit.
+            #expect(try await broker.send(.GET, "/t/acme/v1/me", user: "cut-0", password: "bulk-pass").status == 200)
+            let after = try await broker.send(.GET, "/t/acme/v1/me")
+            #expect(after.status == 403, "\(after.text)")
+        }
+    }
 }

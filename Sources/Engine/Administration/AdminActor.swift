@@ -16,12 +16,16 @@ public struct AdminActor: Sendable, Equatable {
     public var tenant: TenantID?
     /// The HTTP request's id (`X-Request-ID` or the broker's own), nil for a command.
     public var requestID: String?
+    /// Which account this is, beyond its name: a user's id, an operator account's creation. An account deleted and
+    /// made again under the same name is another account (its `Idempotency-Key`s are its own).
+    public var account: String?
 
-    public init(role: Role, name: String, tenant: TenantID? = nil, requestID: String? = nil) {
+    public init(role: Role, name: String, tenant: TenantID? = nil, requestID: String? = nil, account: String? = nil) {
         self.role = role
         self.name = name
         self.tenant = tenant
         self.requestID = requestID
+        self.account = account
     }
 
     /// The command line, run by whoever can read the store.

@@ -83,9 +83,19 @@ extension Administration {
         rows: Rows,
         mode: UserImportMode,
         by actor: AdminActor,
-        batchSize: Int = 100
+        batchSize: Int = 100,
+        updated: @Sendable ([String]) async -> Void = { _ in }
     ) async throws -> UserImportReport
     where Rows.Element == Result<UserImportRow, UserImportRowError> {
+        // Told of the users each write changed as soon as it commits (their cached credentials must go then, not
+        // when the import ends: a body cut short ends it with an error, after batches were written).
+        func changed(_ writes: [UserWrite]) async {
+            let names = writes.compactMap { write -> String? in
+                let outcome = write.outcome(line: 0)
+                return outcome.result == .updated ? outcome.username : nil
+            }
+            if !names.isEmpty { await updated(names) }
+        }
         _ = try await self.tenant(tenant, by: actor)
         var report = UserImportReport(mode: mode.rawValue, committed: true)
         var seen: [String: Int] = [:]
@@ -110,6 +120,7 @@ extension Administration {
                     prepared.map(\.write),
                     audit: prepared.map { audit(actor, $0.write.action, tenant, $0.row.username) }
                 )
+                await changed(prepared.map(\.write))
                 for item in prepared { report.add(item.write.outcome(line: item.row.line)) }
             } catch {
                 // One row of the batch could not be written (a username taken meanwhile): each on its own.
@@ -119,6 +130,7 @@ extension Administration {
                             [item.write],
                             audit: [audit(actor, item.write.action, tenant, item.row.username)]
                         )
+                        await changed([item.write])
                         report.add(item.write.outcome(line: item.row.line))
                     } catch {
                         let reason = (error as? EngineError)?.message ?? "the store refused the row"
@@ -179,6 +191,7 @@ extension Administration {
                 report.unchanged = 0
             } else if !held.isEmpty {
                 try await store.writeUsers(held, audit: audits)
+                await changed(held)
             }
         }
         report.rows.sort { $0.line < $1.line }

@@ -34,12 +34,9 @@ extension AdminAPI {
                         rows: rows,
                         mode: mode,
                         by: actor
-                    )
-                    let written = report.rows.compactMap { row in
-                        row.result == .updated ? row.username : nil
-                    }
-                    if !written.isEmpty {
-                        await changed(tenant.id, written.map { .credentials(username: $0) })
+                    ) { updated in
+                        // As each batch commits: an import cut short (413, a reset) has written what it wrote.
+                        await changed(tenant.id, updated.map { .credentials(username: $0) })
                     }
                     guard report.committed else {
                         return try Self.refusedImport(report, request: request)

@@ -58,7 +58,12 @@ final class AdminAuthenticator: Sendable {
         ) {
             try await store.operatorAccount(name: name).map { ($0, $0.passwordHash) }
         }
-        return AdminActor(role: .operator, name: account.name, requestID: requestID)
+        return AdminActor(
+            role: .operator,
+            name: account.name,
+            requestID: requestID,
+            account: "operator-since-\(Int64(account.createdAt.timeIntervalSince1970 * 1000))"
+        )
     }
 
     /// On `tenant`'s admin routes: an operator (a Basic name that is an operator account's is checked as one), or
@@ -105,6 +110,12 @@ final class AdminAuthenticator: Sendable {
         guard !tenant.suspended else {
             throw Problem(.forbidden, "tenant-suspended", "the tenant is suspended")
         }
-        return AdminActor(role: .tenantAdmin, name: user.username, tenant: tenant.id, requestID: requestID)
+        return AdminActor(
+            role: .tenantAdmin,
+            name: user.username,
+            tenant: tenant.id,
+            requestID: requestID,
+            account: "user-\(user.id.rawValue)"
+        )
     }
 }

@@ -33,7 +33,9 @@ struct Idempotency: Sendable {
         hasher.update(data: Data("\(request.method.rawValue) \(request.uri.path)?\(request.uri.query ?? "")\n".utf8))
         hasher.update(data: Data(body.readableBytesView))
         let hash = hasher.finalize().map { String(format: "%02x", $0) }.joined()
-        let scope = "\(actor.role.rawValue):\(actor.tenant?.rawValue ?? "*"):\(actor.name)"
+        // The account, not only its name: an account deleted and made again under the name does not replay the
+        // first one's answers (which may hold a secret shown once).
+        let scope = "\(actor.role.rawValue):\(actor.tenant?.rawValue ?? "*"):\(actor.name):\(actor.account ?? "")"
         let reused = Problem(
             .unprocessableContent,
             "idempotency-key-reused",

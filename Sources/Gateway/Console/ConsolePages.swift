@@ -282,9 +282,9 @@ extension Console {
             parser: UserImportParser(format: .csv),
             limit: maxFormSize
         )
-        let report = try await administration.importUsers(tenant: tenant.id, rows: rows, mode: mode, by: visit.actor)
-        let updated = report.rows.compactMap { $0.result == .updated ? $0.username : nil }
-        if !updated.isEmpty { await changed(tenant.id, updated.map { .credentials(username: $0) }) }
+        let report = try await administration.importUsers(tenant: tenant.id, rows: rows, mode: mode, by: visit.actor) {
+            updated in await changed(tenant.id, updated.map { .credentials(username: $0) })
+        }
         let summary =
             (report.committed ? "" : "Nothing was written: some rows were refused. ")
             + "\(report.created) created, \(report.updated) updated, \(report.unchanged) unchanged, "
