@@ -35,7 +35,7 @@ func withAdministration(
         let cost = settings.bcryptCost
         let administration = Administration(
             store: store,
-            hashPassword: { try await Authenticator.hash($0, cost: cost) }
+            hashPassword: { password, _ in try await Authenticator.hash(password, cost: cost) }
         )
         try await body(administration, store, settings)
     }

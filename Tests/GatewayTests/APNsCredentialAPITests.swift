@@ -174,7 +174,7 @@ struct APNsCredentialAPITests {
                 configuration: .init(path: broker.directory + "/broker.sqlite"),
                 logger: TestBroker.logger
             )
-            let administration = Administration(store: other, hashPassword: { $0 })
+            let administration = Administration(store: other, hashPassword: { password, _ in password })
             let credential = try await administration.uploadAPNsCredential(
                 tenant: Fixture.acme,
                 .token(teamID: second.teamID, keyID: second.keyID, privateKeyPEM: second.pem),

@@ -51,7 +51,7 @@ struct StoreCopyTests {
         )
 
         // An operator account, a suspended tenant and their audit trail move too.
-        let administration = Administration(store: sqlite, hashPassword: { "hash of " + $0 })
+        let administration = Administration(store: sqlite, hashPassword: { password, _ in "hash of " + password })
         try await administration.addOperator(name: "ops", password: "0ps", by: .commandLine)
         _ = try await administration.updateTenant(Fixture.globex, TenantSettings(suspended: true), by: .commandLine)
 

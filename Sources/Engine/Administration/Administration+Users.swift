@@ -152,7 +152,7 @@ extension Administration {
         guard try await store.user(tenant: tenant, username: draft.username) == nil else {
             throw EngineError(.conflict, "user \(draft.username) already exists in tenant \(tenant)")
         }
-        new.passwordHash = try await hashPassword(draft.password)
+        new.passwordHash = try await hashPassword(draft.password, tenant)
         var user = try await store.createUser(new, audit: audit(actor, "user.create", tenant, draft.username))
         if !enabled {
             user.enabled = false
@@ -179,7 +179,7 @@ extension Administration {
     public func resetPassword(tenant: TenantID, username: String, password: String, by actor: AdminActor) async throws {
         let user = try await self.user(tenant: tenant, username: username, by: actor)
         try Self.validate(password: password)
-        let hash = try await hashPassword(password)
+        let hash = try await hashPassword(password, tenant)
         _ = try await store.updateUser(user, passwordHash: hash, audit: audit(actor, "user.password", tenant, username))
     }
 

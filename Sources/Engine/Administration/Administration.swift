@@ -9,8 +9,9 @@ public struct Administration: Sendable {
     public typealias Store = AdministrationStore & TenantStore & UserStore & DeviceStore & LedgerStore
         & ReminderStore & CatalogStore & APNsCredentialStore & EngagementStore & WebhookStore
 
-    /// Turns a password into the hash to store (bcrypt, done by the caller's layer).
-    public typealias PasswordHasher = @Sendable (String) async throws -> String
+    /// Turns a password into the hash to store (bcrypt, done by the caller's layer), in the tenant's turn (nil: an
+    /// operator account's).
+    public typealias PasswordHasher = @Sendable (String, TenantID?) async throws -> String
 
     let store: any Store
     let hashPassword: PasswordHasher
@@ -36,7 +37,7 @@ public struct Administration: Sendable {
         guard try await store.operatorAccount(name: name) == nil else {
             throw EngineError(.conflict, "operator \(name) already exists")
         }
-        let account = OperatorAccount(name: name, passwordHash: try await hashPassword(password), createdAt: now())
+        let account = OperatorAccount(name: name, passwordHash: try await hashPassword(password, nil), createdAt: now())
         try await store.createOperator(
             account,
             audit: AuditEntry(actor, "operator.create", tenant: nil, target: "operator:\(name)", at: now())

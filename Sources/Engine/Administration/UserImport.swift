@@ -105,7 +105,7 @@ extension Administration {
 
         func flush() async throws {
             guard !batch.isEmpty else { return }
-            let prepared = try await hashPasswords(batch)
+            let prepared = try await hashPasswords(batch, tenant: tenant)
             batch.removeAll()
             if mode == .allOrNothing {
                 if report.rejected == 0 {
@@ -228,13 +228,14 @@ extension Administration {
 
     /// The batch with its passwords hashed, several at once (bcrypt runs on the thread pool).
     private func hashPasswords(
-        _ batch: [(row: UserImportRow, write: UserWrite)]
+        _ batch: [(row: UserImportRow, write: UserWrite)],
+        tenant: TenantID
     ) async throws -> [(row: UserImportRow, write: UserWrite)] {
         try await withThrowingTaskGroup(of: (Int, String).self) { group in
             var result = batch
             for (index, item) in batch.enumerated() {
                 guard let password = item.write.password else { continue }
-                group.addTask { (index, try await hashPassword(password)) }
+                group.addTask { (index, try await hashPassword(password, tenant)) }
             }
             for try await (index, hash) in group { result[index].write.setHash(hash) }
             return result

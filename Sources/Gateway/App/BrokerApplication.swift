@@ -114,10 +114,11 @@ public func buildApplication(
         metrics: metrics.metrics,
         inspector: inspector
     )
-    let bcryptCost = configuration.rest.bcryptCost
+    // New password hashes on threads of their own, in the tenants' turns.
+    let hashing = PasswordHashing(cost: configuration.rest.bcryptCost)
     let administration = Administration(
         store: store,
-        hashPassword: { try await Authenticator.hash($0, cost: bcryptCost) }
+        hashPassword: { try await hashing.hash($0, tenant: $1) }
     )
     let adminAuthenticator = AdminAuthenticator(
         users: authenticator,
