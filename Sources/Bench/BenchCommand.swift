@@ -17,9 +17,12 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts, overload, postgres (the last only with --database)."
+            "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts, overload, imports, postgres (the last only with --database)."
     )
     var scenarios = Self.defaultScenarios
+
+    @Option(help: "CSV rows the imports scenario sends to the admin API's user import.")
+    var importRows = 1_000_000
 
     @Option(
         help:
@@ -71,7 +74,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run aioapns in the peer scenario (without it: the gateway alone).")
     var peerClient = true
 
-    static let defaultScenarios = "burst,rejections,rest,peer,outage,restarts,overload,postgres"
+    static let defaultScenarios = "burst,rejections,rest,peer,outage,restarts,overload,imports,postgres"
 
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
@@ -181,6 +184,9 @@ struct BenchCommand: AsyncParsableCommand {
                 limits: AdmissionLimits(node: overloadLimit, perTenant: overloadLimit / 2),
                 work: work + "/overload"
             )
+        }
+        if wanted.contains("imports") {
+            results["imports"] = try await Imports.run(rows: smoke ? 20_000 : importRows, work: work + "/imports")
         }
         if wanted.contains("restarts") {
             results["restarts"] = try await Restarts.run(
@@ -313,6 +319,15 @@ enum Machine {
     }
 
     /// Resets VmHWM to the current RSS (Linux: writing 5 to clear_refs), so a phase's peak excludes setup.
+    /// The resident set now (VmRSS).
+    static func residentRSS() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes * 1024
+    }
+
     static func resetPeakRSS() {
         if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
             handle.write(Data("5".utf8))

@@ -37,6 +37,10 @@ public struct UserImportReport: Sendable, Encodable {
         public var reason: String?
     }
 
+    /// Rows listed at most, of each kind: an import's report stays small whatever its size (a million-row file
+    /// once answered a 94 MiB report, built in memory).
+    public static let listed = 1_000
+
     public var mode: String
     /// False when an all-or-nothing import was refused: nothing was written.
     public var committed: Bool
@@ -44,7 +48,13 @@ public struct UserImportReport: Sendable, Encodable {
     public var updated = 0
     public var unchanged = 0
     public var rejected = 0
+    /// The first ``listed`` rows written or unchanged, and the first ``listed`` rejected rows, by line.
     public var rows: [Row] = []
+    /// Rows counted above but not listed in `rows`.
+    public var omitted = 0
+    var listedRejected = 0
+
+    enum CodingKeys: String, CodingKey { case mode, committed, created, updated, unchanged, rejected, rows, omitted }
 
     mutating func add(_ row: Row) {
         switch row.result {
@@ -53,7 +63,21 @@ public struct UserImportReport: Sendable, Encodable {
         case .unchanged: unchanged += 1
         case .rejected: rejected += 1
         }
-        rows.append(row)
+        if row.result == .rejected ? listedRejected < Self.listed : rows.count - listedRejected < Self.listed {
+            rows.append(row)
+            if row.result == .rejected { listedRejected += 1 }
+        } else {
+            omitted += 1
+        }
+    }
+
+    /// An all-or-nothing import that was refused: only its rejected rows are listed (nothing was written).
+    mutating func keepRejectedOnly() {
+        rows = rows.filter { $0.result == .rejected }
+        omitted = rejected - rows.count
+        created = 0
+        updated = 0
+        unchanged = 0
     }
 }
 
@@ -84,6 +108,7 @@ extension Administration {
         mode: UserImportMode,
         by actor: AdminActor,
         batchSize: Int = 100,
+        allOrNothingRows: Int = Administration.allOrNothingRows,
         updated: @Sendable ([String]) async -> Void = { _ in }
     ) async throws -> UserImportReport
     where Rows.Element == Result<UserImportRow, UserImportRowError> {
@@ -98,7 +123,10 @@ extension Administration {
         }
         _ = try await self.tenant(tenant, by: actor)
         var report = UserImportReport(mode: mode.rawValue, committed: true)
-        var seen: [String: Int] = [:]
+        // Usernames seen, by a 64-bit hash of each (16 bytes a row, not the names: a 64 MiB file has about a
+        // million rows). Two names of one file sharing a hash (about one chance in 10^7 at a million rows) would
+        // reject the second as a repeat.
+        var seen: [UInt64: Int32] = [:]
         var batch: [(row: UserImportRow, write: UserWrite)] = []
         var held: [UserWrite] = []
         var audits: [AuditEntry] = []
@@ -109,6 +137,14 @@ extension Administration {
             batch.removeAll()
             if mode == .allOrNothing {
                 if report.rejected == 0 {
+                    // Held until the end, in memory: bounded, and one transaction at the end.
+                    guard held.count + prepared.count <= allOrNothingRows else {
+                        throw EngineError(
+                            .tooLarge,
+                            "an all-or-nothing import takes at most \(allOrNothingRows) rows to write; import "
+                                + "larger files per row (mode=per-row), which is safe to run again"
+                        )
+                    }
                     held += prepared.map(\.write)
                     audits += prepared.map { audit(actor, $0.write.action, tenant, $0.row.username) }
                 }
@@ -154,7 +190,8 @@ extension Administration {
                 continue
             case .success(let value): row = value
             }
-            if let first = seen[row.username] {
+            let key = Self.usernameKey(row.username)
+            if let first = seen[key] {
                 report.add(
                     .init(
                         line: row.line,
@@ -165,7 +202,7 @@ extension Administration {
                 )
                 continue
             }
-            seen[row.username] = row.line
+            seen[key] = Int32(clamping: row.line)
             do {
                 let write = try await prepare(row, tenant: tenant)
                 if case .unchanged = write {
@@ -184,11 +221,8 @@ extension Administration {
         if mode == .allOrNothing {
             if report.rejected > 0 {
                 report.committed = false
-                // Rows that would have been written are reported as such; none was.
-                report.rows = report.rows.filter { $0.result == .rejected }
-                report.created = 0
-                report.updated = 0
-                report.unchanged = 0
+                // Rows that would have been written are not reported as such: none was.
+                report.keepRejectedOnly()
             } else if !held.isEmpty {
                 try await store.writeUsers(held, audit: audits)
                 await changed(held)
@@ -240,6 +274,19 @@ extension Administration {
             for try await (index, hash) in group { result[index].write.setHash(hash) }
             return result
         }
+    }
+
+    /// Rows an all-or-nothing import may write (they are held in memory until its one transaction).
+    public static let allOrNothingRows = 100_000
+
+    /// FNV-1a, 64 bits, of a username's UTF-8 (stable, for the import's memory of names it has seen).
+    static func usernameKey(_ username: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in username.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash
     }
 
     /// A bcrypt hash as the import takes one: `$2a$`, `$2b$` or `$2y$`, a two-digit cost of 4-31, 53 characters
