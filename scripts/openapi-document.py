@@ -289,11 +289,13 @@ paths["/t/{tenant}/admin/v1/users/{username}/deliveries"] = {
                params=[ten, usr], body=jbody("DeliverRequest"), tags=TA)}
 
 S["UserImportReport"] = {"type": "object", "additionalProperties": False,
-  "required": ["mode", "committed", "created", "updated", "unchanged", "rejected", "rows"],
+  "required": ["mode", "committed", "created", "updated", "unchanged", "rejected", "rows", "omitted"],
   "properties": {"mode": {"type": "string", "enum": ["per-row", "all-or-nothing"]},
     "committed": {"type": "boolean", "description": "false: an all-or-nothing import with rejected rows wrote nothing"},
     **{k: {"type": "integer", "minimum": 0} for k in ["created", "updated", "unchanged", "rejected"]},
-    "rows": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["line", "result"],
+    "omitted": {"type": "integer", "minimum": 0,
+      "description": "rows counted but not listed: rows lists the first 1,000 rows written or unchanged and the first 1,000 rejected"},
+    "rows": {"type": "array", "maxItems": 2000, "items": {"type": "object", "additionalProperties": False, "required": ["line", "result"],
       "properties": {"line": {"type": "integer", "minimum": 1}, "username": {"type": "string"},
         "result": {"type": "string", "enum": ["created", "updated", "unchanged", "rejected"]}, "reason": {"type": "string"}}}}}}
 paths["/t/{tenant}/admin/v1/user-imports"] = {
@@ -333,7 +335,7 @@ S["APNsCredential"] = {"type": "object", "additionalProperties": False, "descrip
   "properties": {"id": {"type": "string"}, "kind": {"type": "string", "enum": ["token", "certificate"]},
     "teamID": {"type": "string"}, "keyID": {"type": "string"}, "topics": {"type": "array", "items": {"type": "string"}},
     "notAfter": {"type": "string", "format": "date-time"}, "fingerprint": {"type": "string", "description": "SHA-256 of the public key or the certificate, hex"},
-    "state": {"type": "string", "enum": ["pending", "active", "failed"], "description": "pending: tried by the next pushes, the active one kept until APNs accepts one; active: in use; failed: APNs refused it (lastError)"},
+    "state": {"type": "string", "enum": ["pending", "active", "failed", "unreadable"], "description": "pending: tried by the next pushes, the active one kept until APNs accepts one; active: in use; failed: APNs refused it (lastError); unreadable: this broker's credential key does not open it (upload it again)"},
     "createdAt": {"type": "string", "format": "date-time"}, "activatedAt": {"type": "string", "format": "date-time"}, "lastError": {"type": "string"}}}
 S["APNsCredentialPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("APNsCredential")}, "next": nullable("string")}}

@@ -354,4 +354,28 @@ struct APNsCredentialAPITests {
             #expect(reply.status == 409 && reply.text.contains("credential key"), "\(reply.text)")
         }
     }
+
+    @Test("A credential this broker's key does not open shows as unreadable, not as the store's state")
+    func unreadable() async throws {
+        try await TestBroker.run { broker in
+            // Sealed under another key (a node configured with a different credential key, or a key replaced).
+            let other = try await SQLiteStore(
+                configuration: .init(path: broker.directory + "/broker.sqlite"),
+                logger: TestBroker.logger
+            )
+            let key = Key(keyID: "KEYOTHER01")
+            let credential = try await Administration(store: other, hashPassword: { password, _ in password })
+                .uploadAPNsCredential(
+                    tenant: Fixture.acme,
+                    .token(teamID: key.teamID, keyID: key.keyID, privateKeyPEM: key.pem),
+                    inspector: APNsCredentialVault(key: Array(repeating: 9, count: 32)),
+                    by: .commandLine
+                )
+            await other.close()
+            #expect(credential.state == .pending)
+            let shown = try await operatorRequest(broker, .GET, "/t/acme/admin/v1/apns-credentials/\(credential.id)")
+            #expect(shown.json["state"] as? String == "unreadable", "\(shown.text)")
+            #expect((shown.json["lastError"] as? String ?? "").contains("credential key"))
+        }
+    }
 }

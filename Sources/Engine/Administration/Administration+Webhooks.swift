@@ -6,8 +6,11 @@ extension Administration {
     /// The tenant's endpoints (secrets included: the caller shows them only where it may) with their queued events.
     public func webhooks(tenant: TenantID, by actor: AdminActor) async throws -> [(WebhookEndpoint, pending: Int)] {
         _ = try await self.tenant(tenant, by: actor)
+        // The endpoints (their delivered and dropped counters) first, the queue after: an event settled between
+        // the two reads is then counted nowhere for a moment, never twice (as pending and as dropped).
+        let endpoints = try await store.webhookEndpoints(tenant: tenant)
         let pending = try await store.pendingWebhookEvents(tenant: tenant)
-        return try await store.webhookEndpoints(tenant: tenant).map { ($0, pending[$0.id] ?? 0) }
+        return endpoints.map { ($0, pending[$0.id] ?? 0) }
     }
 
     public func webhook(

@@ -160,3 +160,18 @@ public struct APNsCredentialVault: APNsCredentialInspector {
 
     static func hex(_ digest: SHA256.Digest) -> String { digest.map { String(format: "%02x", $0) }.joined() }
 }
+
+extension APNsCredentialVault {
+    /// A credential's state as the admin API and the console show it: `unreadable` when this broker's credential
+    /// key does not open it (the key was changed or lost; the credential cannot push and must be uploaded again),
+    /// whatever the store says.
+    func shownState(_ credential: StoredAPNsCredential) -> (state: String, lastError: String?) {
+        guard (try? open(credential)) != nil else {
+            return (
+                "unreadable",
+                "this broker's credential key does not open it (was the key changed?); upload the credential again"
+            )
+        }
+        return (credential.state.rawValue, credential.lastError)
+    }
+}

@@ -17,7 +17,7 @@ struct APNsCredentialBody: Encodable, Sendable {
     var activatedAt: String?
     var lastError: String?
 
-    init(_ credential: StoredAPNsCredential) {
+    init(_ credential: StoredAPNsCredential, vault: APNsCredentialVault) {
         id = credential.id
         kind = credential.kind.rawValue
         teamID = credential.teamID
@@ -25,10 +25,9 @@ struct APNsCredentialBody: Encodable, Sendable {
         topics = credential.topics
         notAfter = credential.notAfter.map(rfc3339)
         fingerprint = credential.fingerprint
-        state = credential.state.rawValue
+        (state, lastError) = vault.shownState(credential)
         createdAt = rfc3339(credential.createdAt)
         activatedAt = credential.activatedAt.map(rfc3339)
-        lastError = credential.lastError
     }
 }
 
@@ -72,7 +71,7 @@ extension AdminAPI {
                 .get: { request, _, actor, tenant in
                     let credentials = try await administration.apnsCredentials(tenant: tenant.id, by: actor)
                     return try Representation.response(
-                        PageBody(items: credentials.map(APNsCredentialBody.init), next: nil),
+                        PageBody(items: credentials.map { APNsCredentialBody($0, vault: vault) }, next: nil),
                         for: request
                     )
                 },
@@ -86,7 +85,7 @@ extension AdminAPI {
                     )
                     await changed(tenant.id, [.apnsCredentials])
                     var response = try Representation.response(
-                        APNsCredentialBody(credential),
+                        APNsCredentialBody(credential, vault: vault),
                         for: request,
                         status: .created
                     )
@@ -107,7 +106,7 @@ extension AdminAPI {
                     guard let credential = credentials.first(where: { $0.id == id }) else {
                         throw Problem(.notFound, "not-found", "no such APNs credential")
                     }
-                    return try Representation.response(APNsCredentialBody(credential), for: request)
+                    return try Representation.response(APNsCredentialBody(credential, vault: vault), for: request)
                 },
                 .delete: { _, context, actor, tenant in
                     try await administration.deleteAPNsCredential(

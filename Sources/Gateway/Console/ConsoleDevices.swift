@@ -107,7 +107,10 @@ extension Console {
                     "topics": credential.topics.isEmpty
                         ? "every app of the team" : credential.topics.joined(separator: ", "),
                     "expires": credential.notAfter.map { Self.time($0, zone: zone) } ?? "–",
-                    "state": credential.state.rawValue + (credential.lastError.map { ": \($0)" } ?? ""),
+                    "state": { () -> String in
+                        let (state, error) = vault.shownState(credential)
+                        return state + (error.map { ": \($0)" } ?? "")
+                    }(),
                     "fingerprint": String(credential.fingerprint.prefix(16)),
                     "created": Self.time(credential.createdAt, zone: zone),
                     "activated": credential.activatedAt.map { Self.time($0, zone: zone) } ?? "–",

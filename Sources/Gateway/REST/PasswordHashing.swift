@@ -30,11 +30,19 @@ final class PasswordHashing: Sendable {
 
     let cost: UInt8
     let threads: Int
+    /// bcrypt (tests hold a hash back with their own).
+    private let hashFunction: @Sendable (String, UInt8) -> String
     private let pool: NIOThreadPool
     private let state: Mutex<State>
 
-    init(cost: UInt8, threads: Int = max(1, System.coreCount - 1), capacityPerTenant: Int = 1_000) {
+    init(
+        cost: UInt8,
+        threads: Int = max(1, System.coreCount - 1),
+        capacityPerTenant: Int = 1_000,
+        hash: @escaping @Sendable (String, UInt8) -> String = { Bcrypt.hash($0, cost: $1) }
+    ) {
         self.cost = cost
+        self.hashFunction = hash
         self.threads = max(1, threads)
         state = Mutex(State(queue: FairQueue(capacityPerKey: capacityPerTenant)))
         pool = NIOThreadPool(numberOfThreads: self.threads)
@@ -98,7 +106,7 @@ final class PasswordHashing: Sendable {
                 return job
             }
             guard let job else { return }
-            job.continuation.resume(returning: Bcrypt.hash(job.password, cost: cost))
+            job.continuation.resume(returning: hashFunction(job.password, cost))
         }
     }
 }
