@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Gateway
 import NIOCore
 import Testing
@@ -168,6 +169,62 @@ struct SlowAndDroppedBodyTests {
                 #expect(try await broker.send(.GET, "/media/acme/dropped-\(index).png", user: nil).status == 404)
             }
             try await Self.stillServing(broker)
+        }
+    }
+}
+
+extension SlowAndDroppedBodyTests {
+    @Test("The console's upload is bound by the upload deadline too: a stalled one is answered 408, nothing kept")
+    func stalledConsoleUpload() async throws {
+        try await TestBroker.run(uploadDeadline: .seconds(1)) { broker in
+            let session = try await ConsoleClient.signIn(broker)
+            let boundary = "----impulse-test-7MA4YWxkTrZu0gW"
+            let body = ConsoleCatalogTests.multipart(
+                [("csrf", session.csrf)],
+                file: ("stalled.png", "image/png", Self.png),
+                boundary: boundary
+            )
+            let client = try await RawHTTP2Client.connect(port: broker.httpsPort, preface: false, alpn: ["http/1.1"])
+            try await client.send(
+                Self.http1Head(
+                    "POST",
+                    "/t/acme/console/media",
+                    [
+                        ("Cookie", session.cookie), ("Content-Type", "multipart/form-data; boundary=\(boundary)"),
+                        ("Content-Length", String(body.count)),
+                    ]
+                ) + body.prefix(body.count / 2)
+            )
+            #expect(try await client.wait(seconds: 15) { _ in client.isClosed }, "the connection stayed open")
+            #expect(
+                Self.http1Status(client.receivedBytes) == 408,
+                "\(String(decoding: client.receivedBytes, as: UTF8.self))"
+            )
+            #expect(try await eventually { Self.partialUploads(broker).isEmpty })
+            #expect(try await broker.send(.GET, "/media/acme/stalled.png", user: nil).status == 404)
+        }
+    }
+
+    @Test("An upload answered 503 (the store stalled past the deadline after the body came whole) is not kept")
+    func answeredUploadNotCommitted() async throws {
+        try await TestBroker.run(uploadDeadline: .seconds(1), busyTimeout: .seconds(60)) { broker in
+            // The admin's login is verified and cached before the store stalls.
+            #expect(try await broker.send(.GET, "/t/acme/admin/v1/media", user: "root").status == 200)
+            let lock = try await AdmissionTests.lock(broker)
+            let answered = try await broker.send(
+                .PUT,
+                "/t/acme/admin/v1/media/late.png",
+                user: "root",
+                headers: [("Content-Type", "image/png")],
+                bytes: Self.png,
+                timeout: .seconds(30)
+            )
+            #expect(answered.status == 503, "\(answered.text)")
+            #expect(answered.version == .http2)
+            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            // The work goes on once the store answers, and stops before the file is renamed into place.
+            #expect(try await eventually { Self.partialUploads(broker).isEmpty })
+            #expect(try await broker.send(.GET, "/media/acme/late.png", user: nil).status == 404)
         }
     }
 }

@@ -81,6 +81,9 @@ extension Administration {
             try await store.recordAudit(
                 AuditEntry(actor, "media.upload", tenant: tenant, target: "media:\(name)", at: now())
             )
+            // Again after the audit, which may have waited for the store past the deadline: the client was answered
+            // 503, and the file stays out (the audit entry then tells of an upload that was not kept).
+            try Task.checkCancellation()
             let created = try await upload.commit(quota: limits.tenantQuota)
             return (MediaFile(name: name, tenant: tenant, size: size, modifiedAt: now()), created)
         } catch {
