@@ -235,14 +235,14 @@ struct AdminAPITests {
     }
 
     @Test(
-        "A tenant admin reaches only their tenant (404 elsewhere), a user who is not an admin none",
+        "A tenant admin reaches only their tenant (401 elsewhere, existing or not), a user who is not an admin none",
         arguments: TestDatabase.allCases
     )
     func isolation(_ database: TestDatabase) async throws {
         try await TestBroker.run(database: database) { broker in
             let elsewhere = try await broker.send(.GET, "/t/globex/admin/v1/users", user: "root")
             // Root's credentials are acme's: in globex there is no such login.
-            #expect(elsewhere.status == 401 || elsewhere.status == 404, "\(elsewhere.text)")
+            #expect(elsewhere.status == 401, "\(elsewhere.text)")
             let notAdmin = try await broker.send(.GET, "/t/acme/admin/v1/users", user: "alice")
             #expect(
                 notAdmin.status == 403
@@ -250,7 +250,8 @@ struct AdminAPITests {
             )
             // The operator's routes are not a tenant admin's.
             #expect(try await broker.send(.GET, "/admin/v1/audit", user: "root").status == 401)
-            #expect(try await broker.send(.GET, "/t/nowhere/admin/v1/users", user: "root").status == 404)
+            // A tenant that does not exist answers alike (AdminTenantEnumerationTests).
+            #expect(try await broker.send(.GET, "/t/nowhere/admin/v1/users", user: "root").status == 401)
         }
     }
 
@@ -355,6 +356,41 @@ struct AdminCatalogTests {
                 actions == ["delivery.create", "impulse.retire", "catalog.import", "impulse.put", "impulse.put"],
                 "\(actions ?? [])"
             )
+        }
+    }
+}
+
+@Suite("Admin API: tenant ids", .timeLimit(.minutes(2)))
+struct AdminTenantEnumerationTests {
+    @Test("A tenant that does not exist answers as one whose credentials fail, except to operators")
+    func noEnumeration() async throws {
+        try await TestBroker.run { broker in
+            func get(
+                _ tenant: String,
+                user: String?,
+                headers: [(String, String)] = []
+            ) async throws
+                -> TestBroker.Reply
+            {
+                try await broker.send(.GET, "/t/\(tenant)/admin/v1/users", user: user, headers: headers)
+            }
+            // Acme's admin on globex (which exists) and on nowhere (which does not): the same answer.
+            let existing = try await get("globex", user: "root")
+            let missing = try await get("nowhere", user: "root")
+            #expect(existing.status == 401 && missing.status == 401, "\(existing.status) \(missing.status)")
+            #expect(existing.json["detail"] as? String == missing.json["detail"] as? String)
+            #expect(existing.headers["www-authenticate"] == missing.headers["www-authenticate"])
+            // Without credentials too.
+            #expect(try await get("globex", user: nil).status == 401)
+            #expect(try await get("nowhere", user: nil).status == 401)
+            // An operator may know: 404.
+            let operatorView = try await get("nowhere", user: nil, headers: AdminAPITests.bearer)
+            #expect(
+                operatorView.status == 404
+                    && operatorView.json["type"] as? String == "urn:impulse-broker:problem:unknown-tenant"
+            )
+            // The tenant's own admin is not affected.
+            #expect(try await get("acme", user: "root").status == 200)
         }
     }
 }

@@ -79,7 +79,20 @@ struct AdminAPI: Sendable {
             handlers.mapValues { handler in
                 { request, context, requestID in
                     // An operator may still administer a suspended tenant; its own admins are refused.
-                    let tenant = try await tenants.resolve(context.parameters.get("tenant"), allowingSuspended: true)
+                    let segment = context.parameters.get("tenant")
+                    let tenant: Tenant
+                    do {
+                        tenant = try await tenants.resolve(segment, allowingSuspended: true)
+                    } catch let problem as Problem where problem.code == "unknown-tenant" {
+                        try await authenticator.refuseUnknownTenant(
+                            request,
+                            segment: segment,
+                            address: Self.address(context, scheme: scheme),
+                            requestID: requestID,
+                            logger: context.logger,
+                            notFound: problem
+                        )
+                    }
                     let actor = try await authenticator.tenantActor(
                         request,
                         tenant: tenant,

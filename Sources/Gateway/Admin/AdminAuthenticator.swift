@@ -88,6 +88,35 @@ final class AdminAuthenticator: Sendable {
         return try Self.admin(user, of: tenant, requestID: requestID)
     }
 
+    /// A tenant's admin route for a tenant that does not exist: answered as one whose credentials fail (401,
+    /// after as long a check, and counted against the address's failed logins), except to an operator, who gets
+    /// `notFound`. Whether a tenant id exists is nobody's business who cannot sign in to it (before, another
+    /// tenant's admin got 401 for a tenant that exists and 404 for one that does not).
+    func refuseUnknownTenant(
+        _ request: Request,
+        segment: String?,
+        address: String?,
+        requestID: String,
+        logger: Logger,
+        notFound: Problem
+    ) async throws -> Never {
+        let field = request.headers[.authorization]
+        var isOperator = BearerToken.credentials(in: field) != nil
+        if !isOperator, let field, let (name, _) = Authenticator.parseBasic(field) {
+            isOperator = try await store.operatorAccount(name: name) != nil
+        }
+        if isOperator {
+            _ = try await operatorActor(request, address: address, requestID: requestID, logger: logger)
+            throw notFound
+        }
+        guard let segment, let id = try? TenantID(segment) else { throw notFound }
+        // No user exists in a tenant that does not: the stand-in hash is checked, and the answer is the 401 a wrong
+        // password gets.
+        let standIn = try Tenant(id: id, name: segment, apnsTopic: "com.example.none")
+        _ = try await users.authenticate(field, tenant: standIn, address: address, logger: logger)
+        throw notFound
+    }
+
     /// A tenant admin's credentials (the console's sign-in form): checked and throttled as Basic ones are.
     func tenantAdminActor(
         username: String,
