@@ -130,9 +130,17 @@ final class WebhookConnector: Sendable {
         }
     }
 
-    /// The system's resolver (`getaddrinfo`, on the thread pool): every address the name has, IPv4 and IPv6.
+    /// Threads of their own for name resolution: a resolver slow to answer never holds the shared pool's file work,
+    /// and file work (an upload's fsync) never holds an attempt's resolution.
+    static let resolverThreads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+        return pool
+    }()
+
+    /// The system's resolver (`getaddrinfo`, on ``resolverThreads``): every address the name has, IPv4 and IPv6.
     @Sendable static func systemResolve(_ host: String) async throws -> [NetworkAddress] {
-        try await NIOThreadPool.singleton.runIfActive {
+        try await resolverThreads.runIfActive {
             var hints = addrinfo()
             hints.ai_family = AF_UNSPEC
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

@@ -91,7 +91,8 @@ final class WebhookDispatcher: Service, Sendable {
         self.connector = WebhookConnector(
             configuration: client,
             allowPrivateAddresses: configuration.policy.allowPrivateAddresses,
-            resolveTimeout: configuration.timeout,
+            // A resolver may be slow to answer on a loaded machine; an attempt's own timeout starts after it.
+            resolveTimeout: max(configuration.timeout, .seconds(5)),
             resolve: configuration.resolve
         )
     }
