@@ -60,18 +60,20 @@ struct SharedStoreTests {
     @Test("A claim that ends (its node died) lets another node take the row")
     func expiredClaims() async throws {
         let f = try await StoreFixture.make(.postgres)
-        let dying = try await node(f, hold: .seconds(1))
+        // Claims of 4 s: the whole suite on two cores has taken over a second between two statements here.
+        let dying = try await node(f, hold: .seconds(4))
         let survivor = try await node(f, hold: .seconds(60))
         #expect(try await dying.dueSchedules(notAfter: Date(), limit: 10).count == 3)
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).isEmpty)
-        try await Task.sleep(for: .milliseconds(1500))
+        try await Task.sleep(for: .milliseconds(4500))
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).count == 3)
     }
 
     @Test("Deliveries awaiting their push are leased to the node that recorded them; another takes them when it ends")
     func leases() async throws {
         let f = try await StoreFixture.make(.postgres)
-        let pushing = try await node(f, hold: .seconds(1))
+        // Leases of 4 s, not 1: CI's whole suite took over a second between recording and the sweep's look.
+        let pushing = try await node(f, hold: .seconds(4))
         let sweeping = try await node(f, hold: .seconds(60))
         #expect(pushing.leasesUnsettledDeliveries)
         let impulse = try ImpulseID("one")
@@ -95,7 +97,7 @@ struct SharedStoreTests {
         try await pushing.applyMarks([
             DeliveryMark(tenant: f.acme, delivery: recorded[0].id, kind: .pushed(apnsID: "x"), at: Date())
         ])
-        try await Task.sleep(for: .milliseconds(1500))
+        try await Task.sleep(for: .milliseconds(4500))
         let taken = try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
         #expect(taken.map(\.id) == [recorded[1].id])
         // Now the sweeping node holds it: nobody else gets it while it pushes.
