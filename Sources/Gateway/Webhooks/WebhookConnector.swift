@@ -130,43 +130,45 @@ final class WebhookConnector: Sendable {
         }
     }
 
-    /// Threads of their own for name resolution: a resolver slow to answer never holds the shared pool's file work,
-    /// and file work (an upload's fsync) never holds an attempt's resolution.
-    static let resolverThreads: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: 2)
-        pool.start()
-        return pool
-    }()
+    /// Name resolution runs here, each lookup on its own (a concurrent queue, as NIO's own resolver does): a name
+    /// whose DNS server does not answer blocks its lookup for seconds, and on a few shared threads it held every other
+    /// endpoint's lookup behind it (CI: a test's `localhost` waited behind another test's unreachable name). Lookups
+    /// in flight are bounded by the dispatcher's attempts in flight.
+    static let resolverQueue = DispatchQueue(label: "impulse-broker.webhook-resolver", attributes: .concurrent)
 
-    /// The system's resolver (`getaddrinfo`, on ``resolverThreads``): every address the name has, IPv4 and IPv6.
+    /// The system's resolver (`getaddrinfo`, on ``resolverQueue``): every address the name has, IPv4 and IPv6.
     @Sendable static func systemResolve(_ host: String) async throws -> [NetworkAddress] {
-        try await resolverThreads.runIfActive {
-            var hints = addrinfo()
-            hints.ai_family = AF_UNSPEC
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-            var list: UnsafeMutablePointer<addrinfo>?
-            guard getaddrinfo(host, nil, &hints, &list) == 0 else { throw Refused.unresolved }
-            defer { freeaddrinfo(list) }
-            var addresses: [NetworkAddress] = []
-            var next = list
-            while let info = next {
-                defer { next = info.pointee.ai_next }
-                guard let socketAddress = info.pointee.ai_addr else { continue }
-                switch Int32(socketAddress.pointee.sa_family) {
-                case AF_INET:
-                    let bytes = socketAddress.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                        withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }
-                    }
-                    NetworkAddress(bytes: bytes).map { addresses.append($0) }
-                case AF_INET6:
-                    let bytes = socketAddress.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
-                        withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }
-                    }
-                    NetworkAddress(bytes: bytes).map { addresses.append($0) }
-                default: continue
-                }
-            }
-            return addresses
+        try await withCheckedThrowingContinuation { continuation in
+            resolverQueue.async { continuation.resume(with: Result { try lookup(host) }) }
         }
+    }
+
+    private static func lookup(_ host: String) throws -> [NetworkAddress] {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0 else { throw Refused.unresolved }
+        defer { freeaddrinfo(list) }
+        var addresses: [NetworkAddress] = []
+        var next = list
+        while let info = next {
+            defer { next = info.pointee.ai_next }
+            guard let socketAddress = info.pointee.ai_addr else { continue }
+            switch Int32(socketAddress.pointee.sa_family) {
+            case AF_INET:
+                let bytes = socketAddress.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }
+                }
+                NetworkAddress(bytes: bytes).map { addresses.append($0) }
+            case AF_INET6:
+                let bytes = socketAddress.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }
+                }
+                NetworkAddress(bytes: bytes).map { addresses.append($0) }
+            default: continue
+            }
+        }
+        return addresses
     }
 }
