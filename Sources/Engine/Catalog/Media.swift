@@ -138,8 +138,7 @@ public struct MediaQuotaLedger: Sendable {
     /// Adds `bytes` to the upload's reservation when the tenant's files (`used`, without the file the upload
     /// replaces) and all of the tenant's reservations still fit in `quota`; false (and nothing held) otherwise.
     public mutating func reserve(_ bytes: Int, upload: UUID, folder: String, used: Int, quota: Int) -> Bool {
-        let held = reserved[folder, default: [:]].values.reduce(0, +)
-        guard used + held + bytes <= quota else { return false }
+        guard used + held(folder: folder) + bytes <= quota else { return false }
         reserved[folder, default: [:]][upload, default: 0] += bytes
         return true
     }
