@@ -61,6 +61,10 @@ final class WebhookDispatcher: Service, Sendable {
     /// Attempts in flight, by endpoint and by tenant.
     private let inFlight = Mutex<(endpoints: [String: Int], tenants: [TenantID: Int])>(([:], [:]))
     let shares: WebhookShares
+    /// How long an attempt may take at most: the name lookup, then the request (a second past the connect and read
+    /// timeouts), then as long again as the lookup for writing its outcome. An event is leased for that long, so
+    /// no other round (or node) sends it while its attempt may still be running.
+    let lease: Duration
 
     init(store: any WebhookStore, configuration: WebhookConfiguration, logger: Logger) throws {
         self.store = store
@@ -88,13 +92,15 @@ final class WebhookDispatcher: Service, Sendable {
         // second idle timer; an assertion in debug builds, which crashed our test run's own client).
         client.httpVersion = .http1Only
         client.connectionPool = .init(idleTimeout: .seconds(60))
+        // A resolver may be slow to answer on a loaded machine; an attempt's own timeout starts after it.
+        let resolveTimeout = max(configuration.timeout, .seconds(5))
         self.connector = WebhookConnector(
             configuration: client,
             allowPrivateAddresses: configuration.policy.allowPrivateAddresses,
-            // A resolver may be slow to answer on a loaded machine; an attempt's own timeout starts after it.
-            resolveTimeout: max(configuration.timeout, .seconds(5)),
+            resolveTimeout: resolveTimeout,
             resolve: configuration.resolve
         )
+        self.lease = resolveTimeout + configuration.timeout + .seconds(1) + resolveTimeout
     }
 
     func run() async throws {
@@ -117,7 +123,7 @@ final class WebhookDispatcher: Service, Sendable {
                         taken = try await store.dueWebhookEvents(
                             now: Date(),
                             room: room,
-                            lease: configuration.timeout * 3
+                            lease: lease
                         )
                         failures = 0
                     } catch {
@@ -186,11 +192,13 @@ final class WebhookDispatcher: Service, Sendable {
             let timeout = TimeAmount.seconds(Int64(configuration.timeout.components.seconds) + 1)
             let code = try await connector.execute(url: endpoint.url) { [request] client in
                 let response = try await client.execute(request, timeout: timeout)
-                // The answer's body is read and thrown away, at most 64 KiB of it.
+                // The answer's body is read and thrown away: at most 64 KiB of it, within the attempt's timeout
+                // (a receiver dripping it cannot hold the attempt past its lease).
+                let readUntil = ContinuousClock.now + .seconds(timeout.nanoseconds / 1_000_000_000)
                 var read = 0
                 for try await part in response.body {
                     read += part.readableBytes
-                    if read > 65_536 { break }
+                    if read > 65_536 || ContinuousClock.now > readUntil { break }
                 }
                 return Int(response.status.code)
             }
