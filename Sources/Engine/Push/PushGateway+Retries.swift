@@ -54,6 +54,8 @@ extension PushGateway {
                 if case .accepted(let apnsID) = result { return .accepted(apnsID: apnsID) }
                 return .finished
             case .retry(let backoff, _):
+                // Stopping: no new attempt; the delivery stays unsettled for the next start.
+                if await isStopping { return .deferred }
                 await count { $0.retried += 1 }
                 try await Task.sleep(for: backoff)
             case .renewProviderTokenAndRetry:

@@ -150,6 +150,23 @@ public actor PushGateway {
         await ledger.flushOutcomes()
     }
 
+    /// A graceful stop: takes no more deliveries from the queues (they stay unpushed in the ledger for the next
+    /// start) and ends retries at once, but lets every batch already sent have its answers and write its marks;
+    /// then `run` returns. A push APNs accepted is thus marked before the process ends, unless the stop is cut
+    /// short by cancelling `run`.
+    public func finish() {
+        if !stopping {
+            logger.notice(
+                "push gateway stopping: batches in flight finish",
+                metadata: ["in_flight": "\(permits.inUse)"]
+            )
+        }
+        stop()
+    }
+
+    /// Whether a graceful stop has begun (retries then end at once).
+    var isStopping: Bool { stopping }
+
     /// Clears a tenant's configuration error so its queue moves again.
     public func resume(tenant: TenantID) {
         paused[tenant] = nil

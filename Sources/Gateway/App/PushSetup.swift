@@ -100,13 +100,18 @@ struct PushService: Service {
 
     func run() async throws {
         if let gateway = stack.gateway {
-            await cancelWhenGracefulShutdown {
+            // A graceful stop lets the batches already sent have their answers and write their marks (else APNs
+            // has accepted pushes the ledger does not know of, and the next start sends them again); the grace
+            // period's end cancels what is left.
+            await withGracefulShutdownHandler {
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask { await gateway.run() }
                     group.addTask { await maintain() }
                     await group.next()
                     group.cancelAll()
                 }
+            } onGracefulShutdown: {
+                Task { await gateway.finish() }
             }
         } else {
             try? await gracefulShutdown()
