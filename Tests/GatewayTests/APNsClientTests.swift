@@ -325,18 +325,19 @@ struct APNsClientTests {
     }
 
     @Test("Provider tokens are shared for 45 minutes and never renewed within 20")
-    func tokenCache() throws {
+    func tokenCache() async throws {
         let clock = NIOLockedValueBox(Date(timeIntervalSince1970: 1_800_000_000))
         let identity = APNsSigningIdentity(teamID: "T", keyID: "K", key: .init())
         let cache = ProviderTokenCache(identity: identity, now: { clock.withLockedValue { $0 } })
-        let first = try cache.token()
+        let first = try await cache.token()
         clock.withLockedValue { $0 += 10 * 60 }
-        #expect(try cache.token() == first)
-        #expect(try cache.renew() == false)  // younger than 20 minutes: APNs would answer TooManyProviderTokenUpdates
+        #expect(try await cache.token() == first)
+        // Younger than 20 minutes: APNs would answer TooManyProviderTokenUpdates.
+        #expect(try await cache.renew() == false)
         clock.withLockedValue { $0 += 34 * 60 }
-        #expect(try cache.token() == first)  // 44 minutes: still shared
+        #expect(try await cache.token() == first)  // 44 minutes: still shared
         clock.withLockedValue { $0 += 2 * 60 }
-        let second = try cache.token()  // 46 minutes: renewed inside Apple's one-hour window
+        let second = try await cache.token()  // 46 minutes: renewed inside Apple's one-hour window
         #expect(second != first)
         let claims = try ProviderJWT.verify(second) { $0 == "K" ? identity.publicKey : nil }
         #expect(claims.teamID == "T" && claims.issuedAt == clock.withLockedValue { $0 })
@@ -344,7 +345,7 @@ struct APNsClientTests {
             try ProviderJWT.verify(second) { _ in P256.Signing.PrivateKey().publicKey }
         }
         clock.withLockedValue { $0 += 21 * 60 }
-        #expect(try cache.renew() == true)
-        #expect(try cache.token() != second)
+        #expect(try await cache.renew() == true)
+        #expect(try await cache.token() != second)
     }
 }

@@ -356,6 +356,21 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v16-provider-tokens") { db in
+            // One APNs provider token per (team, key) for every process on this store (a new table: code of the
+            // previous release never reads it).
+            try db.execute(
+                sql: """
+                    CREATE TABLE provider_tokens (
+                        team_id TEXT NOT NULL,
+                        key_id TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        issued_at REAL NOT NULL,
+                        PRIMARY KEY (team_id, key_id)
+                    );
+                    """
+            )
+        }
         return migrator
     }
 

@@ -126,7 +126,7 @@ public actor APNsClient {
     public func send(_ notification: APNsNotification) async -> PushResult {
         let headers: HTTP2HeaderBlock
         do {
-            headers = notification.headerBlock(authority: configuration.host, authorization: try authorization())
+            headers = notification.headerBlock(authority: configuration.host, authorization: try await authorization())
         } catch {
             return .transportFailure(description: "cannot sign a provider token", resendable: true)
         }
@@ -188,7 +188,7 @@ public actor APNsClient {
     ) async -> [PushAnswer] {
         let authorization: String?
         do {
-            authorization = try self.authorization()
+            authorization = try await self.authorization()
         } catch {
             let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
             return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
@@ -338,9 +338,9 @@ public actor APNsClient {
     }
 
     /// The `authorization` field's value with token auth (`bearer <provider token>`); nil with a certificate.
-    private func authorization() throws -> String? {
+    private func authorization() async throws -> String? {
         guard case .token(let cache) = authentication else { return nil }
-        return "bearer \(try cache.token())"
+        return "bearer \(try await cache.token())"
     }
 
     // MARK: Responses

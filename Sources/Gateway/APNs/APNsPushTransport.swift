@@ -87,13 +87,14 @@ public final class APNsPushTransport: PushTransport {
     private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
     /// One token cache per signing identity, shared by its pools in both environments.
     private let tokenCaches = Mutex<[String: ProviderTokenCache]>([:])
-    private let tokenDirectory: String?
+    /// Where the deployment's nodes share one provider token per key (nil: each process keeps its own).
+    private let tokenStore: (any ProviderTokenStore)?
 
     public init(
         endpoints: [APNsEnvironment: APNsEndpoint],
         identities: [TenantID: APNsCredential] = [:],
         defaultIdentity: APNsCredential?,
-        tokenDirectory: String? = nil,
+        tokenStore: (any ProviderTokenStore)? = nil,
         logger: Logger,
         clientConfiguration: @escaping @Sendable (APNsEndpoint) -> APNsClientConfiguration = {
             APNsClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
@@ -102,7 +103,7 @@ public final class APNsPushTransport: PushTransport {
         self.endpoints = endpoints
         self.identities = identities
         self.defaultIdentity = defaultIdentity
-        self.tokenDirectory = tokenDirectory
+        self.tokenStore = tokenStore
         self.clientConfiguration = clientConfiguration
         self.logger = logger
     }
@@ -375,7 +376,7 @@ public final class APNsPushTransport: PushTransport {
             clients.filter { $0.key.tenant == tenant || $0.key.tenant == nil }.map(\.value)
         }
         for entry in entries {
-            if (try? entry.tokens?.renew()) == true { await entry.client.retireConnections() }
+            if (try? await entry.tokens?.renew()) == true { await entry.client.retireConnections() }
         }
     }
 
@@ -459,7 +460,7 @@ public final class APNsPushTransport: PushTransport {
                 let cache = tokenCaches.withLock { caches in
                     let id = "\(signing.teamID)/\(signing.keyID)"
                     if let shared = caches[id], shared.identity == signing { return shared }
-                    let cache = ProviderTokenCache(identity: signing, directory: tokenDirectory)
+                    let cache = ProviderTokenCache(identity: signing, store: tokenStore, logger: logger)
                     caches[id] = cache
                     return cache
                 }

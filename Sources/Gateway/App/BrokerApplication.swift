@@ -74,7 +74,7 @@ public func buildApplication(
         store: store,
         ledger: ledger,
         registry: registry,
-        tokenDirectory: configuration.dataDirectory,
+        tokenStore: store,
         logger: logger,
         metrics: metrics.metrics
     )

@@ -31,7 +31,7 @@ struct PushStack {
         store: any BrokerStore,
         ledger: DeliveryLedger,
         registry: TokenRegistry,
-        tokenDirectory: String?,
+        tokenStore: (any ProviderTokenStore)?,
         logger: Logger,
         metrics: BrokerMetrics
     ) async throws -> PushStack {
@@ -77,7 +77,7 @@ struct PushStack {
                 endpoints: endpoints,
                 identities: identities,
                 defaultIdentity: defaultIdentity,
-                tokenDirectory: tokenDirectory,
+                tokenStore: tokenStore,
                 logger: logger
             )
         }

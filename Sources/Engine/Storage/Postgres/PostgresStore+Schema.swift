@@ -13,9 +13,9 @@ extension PostgresStore {
     static let migrationLock: Int64 = 0x1_4B_2026_0021
 
     /// Versioned migrations. Never edit a shipped migration; add a new one. Version 1 is the SQLite store's
-    /// schema as of its seventh migration, in PostgreSQL's types. Versions 10 on are in
-    /// `PostgresStore+ReportMigrations.swift`.
-    static let migrations: [Migration] = foundationMigrations + reportMigrations
+    /// schema as of its seventh migration, in PostgreSQL's types. Versions 10 to 12 are in
+    /// `PostgresStore+ReportMigrations.swift`, 13 on in `PostgresStore+ClusterMigrations.swift`.
+    static let migrations: [Migration] = foundationMigrations + reportMigrations + clusterMigrations
 
     static let foundationMigrations: [Migration] = [
         Migration(

@@ -1,0 +1,90 @@
+import AsyncHTTPClient
+import Engine
+import Foundation
+import Gateway
+import NIOCore
+import TestSupport
+import Testing
+
+/// Real `broker serve` nodes on one PostgreSQL database, each with its own data folder (as on separate machines:
+/// they share nothing but the database), pushing to one `broker apns-simulator` process that refuses a key's
+/// token when it changes more often than every 20 minutes.
+@Suite("Nodes on separate machines", .timeLimit(.minutes(6)))
+struct ClusterTests {
+    /// A node's configuration: its own data folder, the shared database, and the simulator's APNs.
+    static func writeConfiguration(
+        data: String,
+        node: Int,
+        url: String,
+        simulator: SimulatorUnderTest,
+        extra: String = ""
+    ) throws {
+        let config = """
+            {"dataDirectory": "\(data)/node\(node)", "database": "\(url)?sslmode=disable&pool=6",
+             "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "adminToken": "t0ken", "logLevel": "notice",
+             "spreadSeconds": 0, "pushesInFlight": 250, "claimSeconds": 120, "leaseSeconds": 60 \(extra),
+             "apns": \(simulator.apnsConfiguration)}
+            """
+        try config.write(toFile: data + "/node\(node).json", atomically: true, encoding: .utf8)
+    }
+
+    /// The pushes APNs accepted from one node, from its `/metrics`.
+    static func acceptedPushes(_ node: RunningBroker, client: HTTPClient) async throws -> Int {
+        guard let port = try await node.port(matching: /listener=admin port=(\d+)/) else { return 0 }
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/metrics")
+        request.headers.add(name: "Authorization", value: "Bearer t0ken")
+        let response = try await client.execute(request, timeout: .seconds(10))
+        let text = String(buffer: try await response.body.collect(upTo: 4 << 20))
+        return text.split(separator: "\n").filter {
+            $0.hasPrefix("broker_push_sent_total") && $0.contains("outcome=\"accepted\"")
+        }.reduce(0) { $0 + (Int(Double($1.split(separator: " ").last ?? "0") ?? 0)) }
+    }
+
+    @Test("Three nodes started one after another send one provider token: APNs refuses none of their pushes")
+    func oneProviderToken() async throws {
+        let users = 6_000
+        let data = TestBroker.temporaryDirectory()
+        let simulator = try await SimulatorUnderTest.start(data: data)
+        defer { simulator.stop() }
+        // Answers after 500 ms, 250 in flight per node: one node alone would take 12 s or more, so all three push.
+        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 500}"#).status == 204)
+        let url = try await PostgresTestDatabases.make()
+        for node in 1...3 { try Self.writeConfiguration(data: data, node: node, url: url, simulator: simulator) }
+        let seeding = try await PostgresStore(
+            configuration: try PostgresStoreConfiguration(url: url + "?sslmode=disable"),
+            logger: TestBroker.logger
+        )
+        _ = try await CrashRecoveryTests.seed(seeding, users: users)
+        await seeding.close()
+        let probe = try ScaleOutTests.Probe(url: url)
+        defer { probe.runner.cancel() }
+        func pushed() async throws -> Int {
+            try await probe.integers("SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL").first ?? 0
+        }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = client.shutdown() }
+
+        // The second node starts once the first is pushing, the third once the second is: their own tokens would be
+        // seconds apart. (The third may find every delivery taken by then; two pushing nodes prove the point.)
+        var nodes: [RunningBroker] = []
+        for node in 1...3 {
+            nodes.append(try RunningBroker(["serve", "--config", data + "/node\(node).json"]))
+            guard node < 3 else { break }
+            let pushing = try await eventually(seconds: 60) {
+                try await Self.acceptedPushes(nodes[node - 1], client: client) > 0
+            }
+            #expect(pushing, "node \(node): \(nodes[node - 1].output.suffix(3000))")
+            if !pushing { return }
+        }
+        let finished = try await eventually(seconds: 240) { try await pushed() == users }
+        let count = try await pushed()
+        #expect(finished, "\(count) of \(users): \(nodes.map { $0.output.suffix(1500) })")
+        for node in nodes { #expect(node.stop() == 0, "\(node.output.suffix(2000))") }
+
+        let listing = try await simulator.call("GET", "/_simulator/accepted?limit=1")
+        let record = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
+        #expect(record?["rejected"] as? Int == 0, "refused pushes: \(record ?? [:])")
+        #expect(record?["accepted"] as? Int == users)
+        #expect(try await probe.integers("SELECT COUNT(*) FROM provider_tokens").first == 1)
+    }
+}
