@@ -44,6 +44,8 @@ struct ConfigFile: Decodable {
     var dispatchBatchSize: Int?
     var claimSeconds: Int?
     var leaseSeconds: Int?
+    var heartbeatSeconds: Int?
+    var nodeSilenceSeconds: Int?
     var repeatDays: Int?
     var shutdownGraceSeconds: Int?
     var pushesInFlight: Int?
@@ -197,6 +199,15 @@ struct BrokerSettings {
         if case .postgres(var shared) = database {
             shared.claimTime = .seconds(try number("BROKER_CLAIM_SECONDS", file.claimSeconds, 120, 5...3600))
             shared.leaseTime = .seconds(try number("BROKER_LEASE_SECONDS", file.leaseSeconds, 60, 5...3600))
+            let heartbeat = try number("BROKER_HEARTBEAT_SECONDS", file.heartbeatSeconds, 3, 1...60)
+            let silence = try number("BROKER_NODE_SILENCE_SECONDS", file.nodeSilenceSeconds, 10, 3...3600)
+            guard silence >= 2 * heartbeat else {
+                throw ValidationError(
+                    "nodeSilenceSeconds (\(silence)) must be at least twice heartbeatSeconds (\(heartbeat))"
+                )
+            }
+            shared.heartbeatInterval = .seconds(heartbeat)
+            shared.nodeSilence = .seconds(silence)
             database = .postgres(shared)
         }
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"

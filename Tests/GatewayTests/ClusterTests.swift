@@ -87,4 +87,78 @@ struct ClusterTests {
         #expect(record?["accepted"] as? Int == users)
         #expect(try await probe.integers("SELECT COUNT(*) FROM provider_tokens").first == 1)
     }
+
+    @Test(
+        "A node stopped mid-burst hands its work back, a killed one loses it within seconds: claims, leases and sweeps of ten minutes do not hold the rest"
+    )
+    func takeover() async throws {
+        let users = 10_000
+        let data = TestBroker.temporaryDirectory()
+        let simulator = try await SimulatorUnderTest.start(data: data)
+        defer { simulator.stop() }
+        // Answers after 300 ms, at most 64 streams per node (the simulator allows 16 per connection): the burst lasts
+        // well beyond both events.
+        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 300}"#).status == 204)
+        let url = try await PostgresTestDatabases.make()
+        // Claims, leases and sweeps of ten minutes: only the heartbeat (3 s, silence 10 s) and the hand-back can
+        // free a gone node's work within the test.
+        let slow = #", "sweepSeconds": 600, "heartbeatSeconds": 3, "nodeSilenceSeconds": 10"#
+        for node in 1...3 {
+            try Self.writeConfiguration(data: data, node: node, url: url, simulator: simulator, extra: slow)
+            let config = data + "/node\(node).json"
+            let text = try String(contentsOfFile: config, encoding: .utf8)
+            try text.replacingOccurrences(
+                of: #""claimSeconds": 120, "leaseSeconds": 60"#,
+                with: #""claimSeconds": 600, "leaseSeconds": 600"#
+            )
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        }
+        let seeding = try await PostgresStore(
+            configuration: try PostgresStoreConfiguration(url: url + "?sslmode=disable"),
+            logger: TestBroker.logger
+        )
+        _ = try await CrashRecoveryTests.seed(seeding, users: users)
+        await seeding.close()
+        let probe = try ScaleOutTests.Probe(url: url)
+        defer { probe.runner.cancel() }
+        func pushed() async throws -> Int {
+            try await probe.integers("SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL").first ?? 0
+        }
+        let nodes = try (1...3).map { try RunningBroker(["serve", "--config", data + "/node\($0).json"]) }
+
+        // Node 2 stops gracefully a fifth of the way in: what it had not pushed goes to the others at once.
+        let fifth = try await eventually(seconds: 120) { try await pushed() >= users / 5 }
+        #expect(fifth, "\(nodes.map { $0.output.suffix(1500) })")
+        #expect(nodes[1].stop() == 0, "\(nodes[1].output.suffix(2000))")
+        #expect(
+            nodes[1].output.contains("this node's claims and leases handed back"),
+            "\(nodes[1].output.suffix(2000))"
+        )
+        // Node 1 is killed at half: its claims and leases end when it has been silent for 10 s.
+        let half = try await eventually(seconds: 120) { try await pushed() >= users / 2 }
+        #expect(half)
+        kill(nodes[0].process.processIdentifier, SIGKILL)
+        nodes[0].process.waitUntilExit()
+        let pushedAtKill = try await pushed()
+        #expect(pushedAtKill < users, "the kill came after the burst; it proves nothing")
+
+        // Node 3 finishes the day within minutes, not the ten of the claims and leases.
+        let finished = try await eventually(seconds: 180) { try await pushed() == users }
+        let count = try await pushed()
+        #expect(finished, "\(count) of \(users): \(nodes[2].output.suffix(3000))")
+        #expect(nodes[2].output.contains("a silent node's claims and leases ended"), "\(nodes[2].output.suffix(3000))")
+        #expect(nodes[2].stop() == 0)
+        let ledger = try await probe.integers(
+            """
+            SELECT COUNT(*), COUNT(DISTINCT user_id), COUNT(pushed_at), COUNT(*) FILTER (WHERE settled_at IS NULL)
+            FROM deliveries WHERE kind = 'scheduled'
+            """
+        )
+        #expect(ledger == [users, users, users, 0])
+        // Repeats come only from the killed node's pushes in flight (250 at most), never from the stopped one.
+        let listing = try await simulator.call("GET", "/_simulator/accepted?limit=1")
+        let record = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
+        let accepted = try #require(record?["accepted"] as? Int)
+        #expect(accepted >= users && accepted - users <= 250, "\(accepted - users) repeats")
+    }
 }

@@ -47,6 +47,15 @@ public actor Scheduler {
         )
     }
 
+    /// Set when another node has gone and left deliveries to push: the next loop sweeps at once.
+    private let sweepRequested = Mutex(false)
+
+    /// Asks for a sweep of unsettled deliveries at the next turn of the loop, not at the next `sweepInterval`
+    /// (another node has gone; its deliveries are free to take).
+    public nonisolated func sweepSoon() {
+        sweepRequested.withLock { $0 = true }
+    }
+
     /// What the scheduler did so far; readable at any time without waiting for the actor.
     public nonisolated var statistics: SchedulerStatistics { counters.withLock { $0 } }
 
@@ -67,7 +76,11 @@ public actor Scheduler {
         }
         var lastSweep = ContinuousClock.now
         while !Task.isCancelled {
-            if lastSweep.duration(to: .now) >= configuration.sweepInterval {
+            let requested = sweepRequested.withLock { requested in
+                defer { requested = false }
+                return requested
+            }
+            if requested || lastSweep.duration(to: .now) >= configuration.sweepInterval {
                 lastSweep = .now
                 do {
                     // Deliveries assigned in the last two minutes may be in this node's pipeline; a store that leases

@@ -164,7 +164,16 @@ public func buildApplication(
             maxHeaderFieldCount: configuration.maxHeaderFieldCount
         )
     )
-    var services: [any Service] = [
+    var services: [any Service] = []
+    // First, so that it stops last: its own claims and leases are handed back once the pushes have drained.
+    if let membership = store as? any NodeMembership {
+        services.append(
+            NodeHeartbeat(membership: membership, dataDirectory: configuration.dataDirectory, logger: logger) {
+                scheduler?.sweepSoon()
+            }
+        )
+    }
+    services += [
         ChangeFeedFollower(
             store: store,
             caches: caches,

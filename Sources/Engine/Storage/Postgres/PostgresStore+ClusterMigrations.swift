@@ -17,6 +17,23 @@ extension PostgresStore {
                 )
                 """
             ]
-        )
+        ),
+        Migration(
+            version: 14,
+            name: "nodes",
+            statements: [
+                // The nodes that keep a heartbeat: a silent one's claims and leases end within seconds.
+                """
+                CREATE TABLE nodes (
+                    id text PRIMARY KEY,
+                    host text NOT NULL,
+                    started_at double precision NOT NULL,
+                    last_seen_at double precision NOT NULL
+                )
+                """
+                // No index on the leases' owner: every lease would then be written out of place, in each burst,
+                // for the sake of a scan when a node dies (rare, and of the unsettled deliveries only).
+            ]
+        ),
     ]
 }

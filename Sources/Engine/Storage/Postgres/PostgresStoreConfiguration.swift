@@ -42,6 +42,11 @@ public struct PostgresStoreConfiguration: Sendable, Equatable {
     /// How long an unsettled delivery this node is pushing stays its own; after that another node's sweep pushes
     /// it again (under the same apns-id and collapse id).
     public var leaseTime: Duration = .seconds(60)
+    /// How often this node records in the `nodes` table that it is alive.
+    public var heartbeatInterval: Duration = .seconds(3)
+    /// How long a node may go without a heartbeat before any other node ends its claims and leases (long before
+    /// `claimTime` and `leaseTime`, which still bound the claims of nodes that keep no heartbeat).
+    public var nodeSilence: Duration = .seconds(10)
 
     public init(
         host: String,
