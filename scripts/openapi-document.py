@@ -221,7 +221,9 @@ for path, item in client.items():
         o["parameters"] = [p("tenant", "the tenant's id")] + o.get("parameters", [])
     paths["/t/{tenant}" + path] = prefixed
 
-paths["/health"] = {"get": op("Liveness for load balancers", json_response("alive", "Health"), NONE, tags=["operations"])}
+paths["/health"] = {"get": op("Readiness for load balancers and Kubernetes", json_response("ready: the store takes a write and the node is not stopping", "Health"), NONE, tags=["operations"],
+    desc="503 (problem `not-ready`, `Retry-After`) while the store cannot take a write within 2 s or a graceful stop has begun. APNs trouble does not make a node unready.")}
+paths["/health/live"] = {"get": op("Liveness: the process answers (a store outage is no reason to restart it)", json_response("alive", "Health"), NONE, tags=["operations"])}
 paths["/openapi.json"] = {"get": op("This document", {"200": {"description": "the OpenAPI document", "content": {"application/json": {"schema": {"type": "object"}}}}}, NONE, tags=["operations"])}
 paths["/media/{path}"] = {"get": op("A public media file of `<dataDirectory>/media` (byte ranges, no login)",
     {"200": {"description": "the file", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},

@@ -135,8 +135,9 @@ struct AdmissionTests {
             let full = try await broker.send(.GET, "/t/globex/v1/me", password: globex)
             #expect(full.status == 503, "\(full.text)")
             #expect(full.json["type"] as? String == "urn:impulse-broker:problem:overloaded")
-            // A load balancer still sees the node alive.
-            #expect(try await broker.send(.GET, "/health", user: nil).status == 200)
+            // A load balancer sees the node alive but not ready: its store takes no write.
+            #expect(try await broker.send(.GET, "/health/live", user: nil).status == 200)
+            #expect(try await broker.send(.GET, "/health", user: nil).status == 503)
             try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
             for task in [alice, bob, third] { #expect(try await task.value.status == 200) }
             #expect(try await broker.send(.GET, "/v1/me").status == 200)

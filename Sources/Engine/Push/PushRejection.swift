@@ -12,6 +12,17 @@ public enum PushResult: Sendable, Equatable {
     case transportFailure(description: String, resendable: Bool)
 }
 
+extension PushResult {
+    /// How a push that did not go through is told apart in logs and `/inspect` (nil: accepted).
+    var refusalKind: String? {
+        switch self {
+        case .accepted: nil
+        case .rejected(let status, let reason, _): "\(status) \(reason)"
+        case .transportFailure(let description, _): "no answer: \(description)"
+        }
+    }
+}
+
 /// What the broker does about one push result. Pure decision logic: the push gateway executes it.
 public enum PushAction: Sendable, Equatable {
     /// Record the push as delivered.

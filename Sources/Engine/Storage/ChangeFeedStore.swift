@@ -13,6 +13,9 @@ public protocol ChangeFeedStore: Sendable {
     /// Returns when another process announces a change, or after `timeout`: a store that announces changes
     /// (PostgreSQL's `NOTIFY`) wakes its follower early; polling every `timeout` remains the safety net.
     func waitForChanges(upTo timeout: Duration) async
+    /// Throws unless the store can take a write now (for readiness): SQLite's write lock within its busy timeout,
+    /// a PostgreSQL connection that answers.
+    func probeWrite() async throws
 }
 
 extension ChangeFeedStore {

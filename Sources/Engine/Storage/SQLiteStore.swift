@@ -55,6 +55,11 @@ public final class SQLiteStore: BrokerStore {
         try await Self.migrator.migrate(pool)
     }
 
+    public func probeWrite() async throws {
+        // An empty IMMEDIATE transaction: it waits for the write lock like any write.
+        try await write { _ in }
+    }
+
     /// Runs a write transaction, turning SQLite errors into ``EngineError``s that carry no SQL.
     func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let started = ContinuousClock.now

@@ -196,6 +196,7 @@ public func buildApplication(
                 store: store
             ),
             inspector: inspector,
+            readiness: api.readiness,
             token: admin.token
         )
         services.append(
@@ -250,7 +251,11 @@ public func buildApplication(
         )
     }
     // Last, so that it hears a shutdown first.
-    let shutdown = ShutdownNotice(logger: logger, gracePeriod: configuration.shutdownGracePeriod)
+    let shutdown = ShutdownNotice(
+        logger: logger,
+        gracePeriod: configuration.shutdownGracePeriod,
+        readiness: api.readiness
+    )
     services.append(shutdown)
     var groupConfiguration = ServiceGroupConfiguration(
         services: services.map { .init(service: $0) },
@@ -285,14 +290,19 @@ final class ShutdownNotice: Service, Sendable {
     let gracePeriod: Duration
     private let began = Mutex<ContinuousClock.Instant?>(nil)
 
-    init(logger: Logger, gracePeriod: Duration) {
+    /// Answers not ready from the start of a graceful stop.
+    let readiness: Readiness?
+
+    init(logger: Logger, gracePeriod: Duration, readiness: Readiness? = nil) {
         self.logger = logger
         self.gracePeriod = gracePeriod
+        self.readiness = readiness
     }
 
     func run() async throws {
         do { try await gracefulShutdown() } catch { return }  // cancelled: no graceful shutdown to report
         began.withLock { $0 = .now }
+        readiness?.stopping()
         logger.notice(
             "shutting down: the scheduler stops, pushes in flight finish, the listeners close",
             metadata: ["grace_period_s": "\(gracePeriod.components.seconds)"]

@@ -19,11 +19,13 @@ public struct AdminConfiguration: Sendable {
     }
 }
 
-/// The admin listener's routes: `GET /metrics` (Prometheus text) and `GET /inspect` (JSON).
+/// The admin listener's routes: `GET /metrics` (Prometheus text), `GET /inspect` (JSON), and the probes
+/// `GET /health` (readiness) and `GET /health/live` (liveness), so that probes need not use the public listener.
 struct AdminRoutes: Sendable {
     let registry: PrometheusCollectorRegistry
     let collector: MetricsCollector
     let inspector: Inspector
+    let readiness: Readiness
     let token: String?
 
     func router() -> Router<BasicRequestContext> {
@@ -40,6 +42,9 @@ struct AdminRoutes: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: buffer))
             )
         }
+        // The probes answer without the token: a kubelet or load balancer has none, and they tell nothing secret.
+        router.get("/health") { request, context in try await readiness.response(request, context: context) }
+        router.get("/health/live") { _, _ in Readiness.live() }
         router.get("/inspect") { request, _ -> Response in
             try authorize(request)
             return try Representation.response(try await inspector.view(), for: request)

@@ -40,6 +40,15 @@ public struct Inspector: Sendable {
         var queued: Int
         var configurationError: String?
         var apns: [APNsPool]
+        /// What APNs refused (or never answered) in the last hour, by kind, most recent first.
+        var refusals: [Refusal]
+    }
+
+    struct Refusal: Encodable {
+        var kind: String
+        var count: Int
+        var firstAt: String
+        var lastAt: String
     }
 
     struct SchedulerView: Encodable {
@@ -118,12 +127,22 @@ public struct Inspector: Sendable {
                     )
                 )
             }
+            let refusals = await gateway?.recentRefusals(tenant: id) ?? []
+            let format = ISO8601DateFormatter()
             tenants.append(
                 TenantView(
                     tenant: id.rawValue,
                     queued: snapshot?.queued[id] ?? 0,
                     configurationError: snapshot?.paused[id],
-                    apns: views
+                    apns: views,
+                    refusals: refusals.map {
+                        Refusal(
+                            kind: $0.kind,
+                            count: $0.count,
+                            firstAt: format.string(from: $0.firstAt),
+                            lastAt: format.string(from: $0.lastAt)
+                        )
+                    }
                 )
             )
         }

@@ -82,8 +82,8 @@ struct AdmissionState: Sendable {
 
 /// Admission control for the REST API: beyond the node's bound a request is answered 503 `overloaded`, beyond its
 /// tenant's share 429 `tenant-over-share`, both at once, without work, with `Retry-After: 1`, so the requests
-/// admitted keep their latency instead of everyone queueing. `/health` is not counted (a load balancer must see
-/// a busy node alive). A request counts from routing until its handler returns its answer.
+/// admitted keep their latency instead of everyone queueing. `/health` and `/health/live` are not counted (a load
+/// balancer must see how a busy node is). A request counts from routing until its handler returns its answer.
 final class AdmissionControl: Sendable {
     private let state: Mutex<AdmissionState>
     /// Told when the node comes under pressure (full) and when it is relieved (back to half).
@@ -117,9 +117,12 @@ final class AdmissionControl: Sendable {
     /// Over HTTP/2 the engine asks before a request becomes a task: a refusal then costs no routing, no task and
     /// no encoding (the answers below are encoded once). Returns nil when admitted, else the answer to send; the
     /// caller releases an admitted request when its task ends. `path` is the `:path` pseudo-header.
+    /// The probes (`/health`, `/health/live`) are never counted or refused: a full node must still say how it is.
+    static func isProbe(_ route: Substring) -> Bool { route == "/health" || route == "/health/live" }
+
     func admitOrRefuse(path: String) -> (tenant: String, refusal: (status: String, body: ByteBuffer)?) {
         let route = path.prefix { $0 != "?" }
-        guard route != "/health" else { return ("", nil) }
+        guard !Self.isProbe(route) else { return ("", nil) }
         let tenant = Self.tenant(ofPath: String(route))
         switch admit(tenant: tenant) {
         case .admitted: return (tenant, nil)
@@ -161,7 +164,7 @@ struct AdmissionMiddleware: RouterMiddleware {
         next: (Request, BrokerRequestContext) async throws -> Response
     ) async throws -> Response {
         let path = request.uri.path
-        guard path != "/health", !context.admitted else { return try await next(request, context) }
+        guard !AdmissionControl.isProbe(path[...]), !context.admitted else { return try await next(request, context) }
         let tenant = AdmissionControl.tenant(ofPath: path)
         switch control.admit(tenant: tenant) {
         case .admitted:

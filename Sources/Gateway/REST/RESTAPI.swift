@@ -18,6 +18,8 @@ public struct RESTAPI: Sendable {
     let metrics: BrokerMetrics
     /// Answers a tenant admin's `GET /v1/admin/inspect`; nil when there is nothing to inspect.
     let inspector: Inspector?
+    /// Whether this node should get traffic (`GET /health`).
+    let readiness: Readiness
     let failures = FailureInjector()
     /// Tokens of the `/SendPush` forms.
     let csrf = CSRFTokens()
@@ -54,6 +56,7 @@ public struct RESTAPI: Sendable {
         self.pushGateway = pushGateway
         self.metrics = metrics
         self.inspector = inspector
+        self.readiness = Readiness(store: store)
         self.admission = AdmissionControl(limits: configuration.admission, governor: streamGovernor)
     }
 
@@ -84,14 +87,12 @@ public struct RESTAPI: Sendable {
             )
         )
         if scheme == "https" { router.add(middleware: StrictTransportSecurityMiddleware()) }
-        router.get("/health") { _, _ in
-            Response(
-                status: .ok,
-                headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-                body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
-            )
+        // Readiness (the store takes a write, the node is not stopping) and liveness, for load balancers.
+        router.get("/health") { [readiness] request, context in try await readiness.response(request, context: context)
         }
+        router.get("/health/live") { _, _ in Readiness.live() }
         routes.record(.get, "/health")
+        routes.record(.get, "/health/live")
         addOpenAPIRoute(router)
         addOriginalRoutes(router, scheme: scheme)
         addVersionedRoutes(router, scheme: scheme)

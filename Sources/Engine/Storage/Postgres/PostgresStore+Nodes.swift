@@ -37,6 +37,10 @@ extension PostgresStore: NodeMembership {
         }
     }
 
+    public func probeWrite() async throws {
+        try await read { [self] connection in try await connection.run("SELECT 1", logger) }
+    }
+
     public func nodes() async throws -> [NodeRecord] {
         try await read { [self] connection in
             try await connection.rows(
