@@ -11,21 +11,56 @@ import Testing
 /// token when it changes more often than every 20 minutes.
 @Suite("Nodes on separate machines", .timeLimit(.minutes(6)))
 struct ClusterTests {
-    /// A node's configuration: its own data folder, the shared database, and the simulator's APNs.
-    static func writeConfiguration(
-        data: String,
-        node: Int,
-        url: String,
-        simulator: SimulatorUnderTest,
-        extra: String = ""
-    ) throws {
-        let config = """
-            {"dataDirectory": "\(data)/node\(node)", "database": "\(url)?sslmode=disable&pool=6",
-             "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "adminToken": "t0ken", "logLevel": "notice",
-             "spreadSeconds": 0, "pushesInFlight": 250, "claimSeconds": 120, "leaseSeconds": 60 \(extra),
-             "apns": \(simulator.apnsConfiguration)}
-            """
-        try config.write(toFile: data + "/node\(node).json", atomically: true, encoding: .utf8)
+    /// Three nodes' configurations (each its own data folder, `settings` added to the defaults), a database seeded
+    /// with `users` due now, and a simulator answering after `delayMilliseconds`.
+    struct Cluster {
+        let data: String
+        let simulator: SimulatorUnderTest
+        let probe: ScaleOutTests.Probe
+
+        static func start(users: Int, delayMilliseconds: Int, settings: String) async throws -> Cluster {
+            let data = TestBroker.temporaryDirectory()
+            let simulator = try await SimulatorUnderTest.start(data: data)
+            let faults = #"{"delayMilliseconds": \#(delayMilliseconds)}"#
+            #expect(try await simulator.call("PUT", "/_simulator/faults", faults).status == 204)
+            let url = try await PostgresTestDatabases.make()
+            for node in 1...3 {
+                let config = """
+                    {"dataDirectory": "\(data)/node\(node)", "database": "\(url)?sslmode=disable&pool=6",
+                     "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "adminToken": "t0ken", "logLevel": "notice",
+                     "spreadSeconds": 0, "pushesInFlight": 250, \(settings),
+                     "apns": \(simulator.apnsConfiguration)}
+                    """
+                try config.write(toFile: data + "/node\(node).json", atomically: true, encoding: .utf8)
+            }
+            let seeding = try await PostgresStore(
+                configuration: try PostgresStoreConfiguration(url: url + "?sslmode=disable"),
+                logger: TestBroker.logger
+            )
+            _ = try await CrashRecoveryTests.seed(seeding, users: users)
+            await seeding.close()
+            return Cluster(data: data, simulator: simulator, probe: try ScaleOutTests.Probe(url: url))
+        }
+
+        func node(_ number: Int) throws -> RunningBroker {
+            try RunningBroker(["serve", "--config", data + "/node\(number).json"])
+        }
+
+        func pushed() async throws -> Int {
+            try await probe.integers("SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL").first ?? 0
+        }
+
+        /// What the simulator recorded: pushes accepted and refused.
+        func record() async throws -> (accepted: Int, rejected: Int) {
+            let listing = try await simulator.call("GET", "/_simulator/accepted?limit=1")
+            let json = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
+            return (json?["accepted"] as? Int ?? -1, json?["rejected"] as? Int ?? -1)
+        }
+
+        func stop() {
+            probe.runner.cancel()
+            simulator.stop()
+        }
     }
 
     /// The pushes APNs accepted from one node, from its `/metrics`.
@@ -43,24 +78,13 @@ struct ClusterTests {
     @Test("Three nodes started one after another send one provider token: APNs refuses none of their pushes")
     func oneProviderToken() async throws {
         let users = 6_000
-        let data = TestBroker.temporaryDirectory()
-        let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
         // Answers after 500 ms, 250 in flight per node: one node alone would take 12 s or more, so all three push.
-        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 500}"#).status == 204)
-        let url = try await PostgresTestDatabases.make()
-        for node in 1...3 { try Self.writeConfiguration(data: data, node: node, url: url, simulator: simulator) }
-        let seeding = try await PostgresStore(
-            configuration: try PostgresStoreConfiguration(url: url + "?sslmode=disable"),
-            logger: TestBroker.logger
+        let cluster = try await Cluster.start(
+            users: users,
+            delayMilliseconds: 500,
+            settings: #""claimSeconds": 120, "leaseSeconds": 60"#
         )
-        _ = try await CrashRecoveryTests.seed(seeding, users: users)
-        await seeding.close()
-        let probe = try ScaleOutTests.Probe(url: url)
-        defer { probe.runner.cancel() }
-        func pushed() async throws -> Int {
-            try await probe.integers("SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL").first ?? 0
-        }
+        defer { cluster.stop() }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
 
@@ -68,7 +92,7 @@ struct ClusterTests {
         // seconds apart. (The third may find every delivery taken by then; two pushing nodes prove the point.)
         var nodes: [RunningBroker] = []
         for node in 1...3 {
-            nodes.append(try RunningBroker(["serve", "--config", data + "/node\(node).json"]))
+            nodes.append(try cluster.node(node))
             guard node < 3 else { break }
             let pushing = try await eventually(seconds: 60) {
                 try await Self.acceptedPushes(nodes[node - 1], client: client) > 0
@@ -76,16 +100,14 @@ struct ClusterTests {
             #expect(pushing, "node \(node): \(nodes[node - 1].output.suffix(3000))")
             if !pushing { return }
         }
-        let finished = try await eventually(seconds: 240) { try await pushed() == users }
-        let count = try await pushed()
+        let finished = try await eventually(seconds: 240) { try await cluster.pushed() == users }
+        let count = try await cluster.pushed()
         #expect(finished, "\(count) of \(users): \(nodes.map { $0.output.suffix(1500) })")
         for node in nodes { #expect(node.stop() == 0, "\(node.output.suffix(2000))") }
 
-        let listing = try await simulator.call("GET", "/_simulator/accepted?limit=1")
-        let record = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
-        #expect(record?["rejected"] as? Int == 0, "refused pushes: \(record ?? [:])")
-        #expect(record?["accepted"] as? Int == users)
-        #expect(try await probe.integers("SELECT COUNT(*) FROM provider_tokens").first == 1)
+        let record = try await cluster.record()
+        #expect(record.rejected == 0 && record.accepted == users, "\(record)")
+        #expect(try await cluster.probe.integers("SELECT COUNT(*) FROM provider_tokens").first == 1)
     }
 
     @Test(
@@ -93,38 +115,18 @@ struct ClusterTests {
     )
     func takeover() async throws {
         let users = 10_000
-        let data = TestBroker.temporaryDirectory()
-        let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
         // Answers after 300 ms, at most 64 streams per node (the simulator allows 16 per connection): the burst lasts
-        // well beyond both events.
-        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 300}"#).status == 204)
-        let url = try await PostgresTestDatabases.make()
-        // Claims, leases and sweeps of ten minutes: only the heartbeat (3 s, silence 10 s) and the hand-back can
-        // free a gone node's work within the test.
-        let slow = #", "sweepSeconds": 600, "heartbeatSeconds": 3, "nodeSilenceSeconds": 10"#
-        for node in 1...3 {
-            try Self.writeConfiguration(data: data, node: node, url: url, simulator: simulator, extra: slow)
-            let config = data + "/node\(node).json"
-            let text = try String(contentsOfFile: config, encoding: .utf8)
-            try text.replacingOccurrences(
-                of: #""claimSeconds": 120, "leaseSeconds": 60"#,
-                with: #""claimSeconds": 600, "leaseSeconds": 600"#
-            )
-            .write(toFile: config, atomically: true, encoding: .utf8)
-        }
-        let seeding = try await PostgresStore(
-            configuration: try PostgresStoreConfiguration(url: url + "?sslmode=disable"),
-            logger: TestBroker.logger
+        // well beyond both events. Claims, leases and sweeps of ten minutes: only the heartbeat (3 s, silence 10 s)
+        // and the hand-back can free a gone node's work within the test.
+        let cluster = try await Cluster.start(
+            users: users,
+            delayMilliseconds: 300,
+            settings:
+                #""claimSeconds": 600, "leaseSeconds": 600, "sweepSeconds": 600, "heartbeatSeconds": 3, "nodeSilenceSeconds": 10"#
         )
-        _ = try await CrashRecoveryTests.seed(seeding, users: users)
-        await seeding.close()
-        let probe = try ScaleOutTests.Probe(url: url)
-        defer { probe.runner.cancel() }
-        func pushed() async throws -> Int {
-            try await probe.integers("SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL").first ?? 0
-        }
-        let nodes = try (1...3).map { try RunningBroker(["serve", "--config", data + "/node\($0).json"]) }
+        defer { cluster.stop() }
+        let pushed = cluster.pushed
+        let nodes = try (1...3).map { try cluster.node($0) }
 
         // Node 2 stops gracefully a fifth of the way in: what it had not pushed goes to the others at once.
         let fifth = try await eventually(seconds: 120) { try await pushed() >= users / 5 }
@@ -148,7 +150,7 @@ struct ClusterTests {
         #expect(finished, "\(count) of \(users): \(nodes[2].output.suffix(3000))")
         #expect(nodes[2].output.contains("a silent node's claims and leases ended"), "\(nodes[2].output.suffix(3000))")
         #expect(nodes[2].stop() == 0)
-        let ledger = try await probe.integers(
+        let ledger = try await cluster.probe.integers(
             """
             SELECT COUNT(*), COUNT(DISTINCT user_id), COUNT(pushed_at), COUNT(*) FILTER (WHERE settled_at IS NULL)
             FROM deliveries WHERE kind = 'scheduled'
@@ -156,9 +158,7 @@ struct ClusterTests {
         )
         #expect(ledger == [users, users, users, 0])
         // Repeats come only from the killed node's pushes in flight (250 at most), never from the stopped one.
-        let listing = try await simulator.call("GET", "/_simulator/accepted?limit=1")
-        let record = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
-        let accepted = try #require(record?["accepted"] as? Int)
+        let accepted = try await cluster.record().accepted
         #expect(accepted >= users && accepted - users <= 250, "\(accepted - users) repeats")
     }
 }

@@ -47,7 +47,7 @@ public actor PushGateway {
     private let permits: PushPermits
     public private(set) var statistics = PushStatistics()
     /// Refusals by tenant and kind: logged at once, then once a minute; shown in `/inspect`.
-    private var refusals = RefusalLog()
+    var refusals = RefusalLog()
 
     public init(
         store: any PushGatewayStore,
@@ -168,34 +168,6 @@ public actor PushGateway {
 
     /// Whether a graceful stop has begun (retries then end at once).
     var isStopping: Bool { stopping }
-
-    /// Notes refused pushes of one tenant, logging the first of a kind at once and the rest once a minute.
-    func noteRefusals(_ tenant: TenantID, _ kinds: [String: Int]) {
-        let now = Date()
-        for (kind, count) in kinds {
-            switch refusals.note(tenant: tenant, kind: kind, count: count, at: now) {
-            case .first:
-                logger.warning(
-                    "APNs push refused or failed; more of this kind are logged once a minute",
-                    metadata: ["tenant.id": "\(tenant)", "apns.reason": "\(kind)", "count": "\(count)"]
-                )
-            case .repeated(let total, let since):
-                logger.warning(
-                    "APNs pushes refused or failed",
-                    metadata: [
-                        "tenant.id": "\(tenant)", "apns.reason": "\(kind)", "count": "\(total)",
-                        "in_last_s": "\(Int(since))",
-                    ]
-                )
-            case nil: break
-            }
-        }
-    }
-
-    /// The kinds of refusal a tenant's pushes met in the last hour, most recent first (for inspection).
-    public func recentRefusals(tenant: TenantID) -> [RefusalLog.Entry] {
-        refusals.recent(tenant: tenant, at: Date())
-    }
 
     /// Clears a tenant's configuration error so its queue moves again.
     public func resume(tenant: TenantID) {
