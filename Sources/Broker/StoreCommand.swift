@@ -6,8 +6,8 @@ import Logging
 struct StoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
-        abstract: "Move a deployment between stores.",
-        subcommands: [Copy.self]
+        abstract: "Back up, restore, or move a deployment's store.",
+        subcommands: [Copy.self, Backup.self, Restore.self]
     )
 
     struct Copy: AsyncParsableCommand {
@@ -54,6 +54,60 @@ struct StoreCommand: AsyncParsableCommand {
                     print("\(table.name): \(table.source) copied, \(table.target) in the target")
                 }
                 print("copied \(from) to \(configuration.redacted); the counts match")
+            } catch let error as EngineError {
+                throw CommandFailure(error.message)
+            }
+        }
+    }
+
+    struct Backup: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Back up an embedded deployment's SQLite file while the broker serves.",
+            discussion: """
+                SQLite's online backup of one consistent snapshot; the broker keeps writing meanwhile. The backup is \
+                checked (integrity, schema) before it appears under its name, and never overwrites a file. \
+                PostgreSQL deployments use pg_dump or pg_basebackup (README, "Backups").
+                """
+        )
+
+        @Option(help: "The SQLite file (the broker's <dataDirectory>/broker.sqlite).") var from: String
+        @Option(help: "The backup file to write (must not exist).") var to: String
+
+        func run() async throws {
+            do {
+                let report = try SQLiteBackup.backup(from: from, to: to)
+                print(
+                    "backed up \(from) to \(to): \(report.bytes) bytes, schema \(report.schema), \(report.tenants) tenants, "
+                        + "\(report.users) users, \(report.deliveries) deliveries"
+                )
+            } catch let error as EngineError {
+                throw CommandFailure(error.message)
+            }
+        }
+    }
+
+    struct Restore: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Put a backup in place as the SQLite file a broker starts on (stop that broker first).",
+            discussion: """
+                Checks the backup (integrity, a schema this broker knows), keeps the file it replaces as \
+                <file>.before-restore-<time>, and puts the backup's copy in place. Start the broker on it: \
+                deliveries recorded after the backup are not in it, and the day's dispatch goes on from there.
+                """
+        )
+
+        @Option(help: "The backup file.") var from: String
+        @Option(help: "The SQLite file to replace or create (the broker's <dataDirectory>/broker.sqlite).") var to:
+            String
+
+        func run() async throws {
+            do {
+                let (report, kept) = try SQLiteBackup.restore(from: from, to: to)
+                if let kept { print("kept the replaced file as \(kept)") }
+                print(
+                    "restored \(from) to \(to): schema \(report.schema), \(report.tenants) tenants, \(report.users) users, "
+                        + "\(report.deliveries) deliveries"
+                )
             } catch let error as EngineError {
                 throw CommandFailure(error.message)
             }
