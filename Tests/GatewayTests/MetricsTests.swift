@@ -154,4 +154,22 @@ struct MetricsTests {
             #expect(recovered, "\(view)")
         }
     }
+
+    @Test("The listener's certificate expiry is exported as a Unix time, read from its file")
+    func certificateExpiry() async throws {
+        try await TestBroker.run(adminToken: "t0ken") { broker in
+            let text = try await broker.admin("/metrics", token: "t0ken").text
+            let line = text.split(separator: "\n").first {
+                $0.hasPrefix("broker_tls_certificate_expiry_timestamp_seconds ")
+            }
+            let exported = try #require(line.flatMap { Double($0.split(separator: " ").last ?? "") }, "\(text)")
+            let files = TLSFiles(
+                certificatePath: broker.directory + "/tls/self-signed.crt",
+                privateKeyPath: broker.directory + "/tls/self-signed.key"
+            )
+            let expiry = try #require(files.certificateExpiry())
+            #expect(exported == expiry.timeIntervalSince1970)
+            #expect(expiry > Date().addingTimeInterval(30 * 86_400))
+        }
+    }
 }

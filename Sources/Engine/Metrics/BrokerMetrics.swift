@@ -37,6 +37,8 @@ public struct BrokerMetrics: Sendable {
         public static let storePoolWaiting = "broker_store_pool_waiting"
         /// 1, labelled with the node's id (the same as `/inspect`'s `node`).
         public static let nodeInfo = "broker_node_info"
+        public static let tlsCertificateExpiry = "broker_tls_certificate_expiry_timestamp_seconds"
+        public static let apnsCertificateExpiry = "broker_apns_certificate_expiry_timestamp_seconds"
     }
 
     /// Tenants labelled by name; more than this many share the label `other`.

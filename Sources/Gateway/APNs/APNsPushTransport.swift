@@ -35,6 +35,20 @@ public enum APNsCredential: Sendable {
     case certificate(chain: [NIOSSLCertificateSource], key: NIOSSLPrivateKeySource)
 }
 
+extension APNsCredential {
+    /// When a certificate credential's leaf certificate expires (nil: a signing key, which does not expire).
+    public var certificateExpiry: Date? {
+        guard case .certificate(let chain, _) = self, let leaf = chain.first else { return nil }
+        let certificate: NIOSSLCertificate?
+        switch leaf {
+        case .certificate(let loaded): certificate = loaded
+        case .file(let path): certificate = try? NIOSSLCertificate.fromPEMFile(path).first
+        @unknown default: certificate = nil
+        }
+        return certificate.map { Date(timeIntervalSince1970: TimeInterval($0.notValidAfter)) }
+    }
+}
+
 /// The push transport on APNs: one client (connection pool) per tenant identity and environment.
 ///
 /// Tenants without their own identity use the default one; one identity never shares a connection with
@@ -378,6 +392,20 @@ public final class APNsPushTransport: PushTransport {
         for entry in entries {
             if (try? await entry.tokens?.renew()) == true { await entry.client.retireConnections() }
         }
+    }
+
+    /// When each APNs certificate this node pushes with expires: the default identity's (tenant nil), the
+    /// configured tenants' and the active uploaded ones. Signing keys do not expire and are not listed.
+    public var certificateExpiries: [(tenant: TenantID?, expiresAt: Date)] {
+        var expiries: [(tenant: TenantID?, expiresAt: Date)] = []
+        if let date = defaultIdentity?.certificateExpiry { expiries.append((nil, date)) }
+        for (tenant, credential) in identities {
+            if let date = credential.certificateExpiry { expiries.append((tenant, date)) }
+        }
+        for (tenant, rotation) in uploaded.withLock({ $0 }) {
+            if let date = rotation.active?.credential.certificateExpiry { expiries.append((tenant, date)) }
+        }
+        return expiries
     }
 
     /// One pool: whose it is (nil: the default identity's), its environment, and its provider token's age.

@@ -193,7 +193,8 @@ public func buildApplication(
                 gateway: push.gateway,
                 transport: push.transport,
                 scheduler: scheduler,
-                store: store
+                store: store,
+                tls: tls
             ),
             inspector: inspector,
             readiness: api.readiness,

@@ -24,6 +24,8 @@ final class MetricsCollector: Sendable {
     /// The store when several nodes share it; `nodeID` labels `broker_node_info`.
     let shared: (any SharedStore)?
     let nodeID: String
+    /// The REST listener's certificate and key files (nil: none to report).
+    let tls: TLSFiles?
     private let seen = Mutex(Seen())
 
     struct Seen {
@@ -35,8 +37,10 @@ final class MetricsCollector: Sendable {
         gateway: PushGateway?,
         transport: APNsPushTransport?,
         scheduler: Scheduler?,
-        store: any ChangeFeedStore
+        store: any ChangeFeedStore,
+        tls: TLSFiles? = nil
     ) {
+        self.tls = tls
         self.metrics = metrics
         self.gateway = gateway
         self.transport = transport
@@ -79,6 +83,15 @@ final class MetricsCollector: Sendable {
         }
         if let rss = Self.residentMemory() { metrics.gauge(Name.residentMemory).record(rss) }
         metrics.gauge(Name.nodeInfo, [("node", nodeID)]).record(1)
+        // Expiry times, for alerts well before the day a certificate stops working (read from the files each time:
+        // a certificate replaced on disk shows at once).
+        if let expiry = tls?.certificateExpiry() {
+            metrics.gauge(Name.tlsCertificateExpiry).record(expiry.timeIntervalSince1970)
+        }
+        for (tenant, expiry) in transport?.certificateExpiries ?? [] {
+            metrics.gauge(Name.apnsCertificateExpiry, [("identity", tenant.map { metrics.tenantLabel($0) } ?? "default")])
+                .record(expiry.timeIntervalSince1970)
+        }
         if let state = try? await shared?.sharedState() {
             metrics.gauge(Name.storeClaims).record(state.claims)
             metrics.gauge(Name.storeLeases).record(state.leases)

@@ -54,6 +54,12 @@ public struct TLSFiles: Sendable {
         return files
     }
 
+    /// When the listener's certificate (the first in its file) expires; nil when the file cannot be read.
+    public func certificateExpiry() -> Date? {
+        guard let certificate = try? NIOSSLCertificate.fromPEMFile(certificatePath).first else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(certificate.notValidAfter))
+    }
+
     /// A server TLS configuration offering `h2` and `http/1.1` through ALPN.
     /// TLS 1.2 suites offered: ECDHE with AEAD ciphers only, as HTTP/2 requires (RFC 9113 section 9.2.2); TLS 1.3
     /// suites are all AEAD.
