@@ -89,8 +89,11 @@ final class MetricsCollector: Sendable {
             metrics.gauge(Name.tlsCertificateExpiry).record(expiry.timeIntervalSince1970)
         }
         for (tenant, expiry) in transport?.certificateExpiries ?? [] {
-            metrics.gauge(Name.apnsCertificateExpiry, [("identity", tenant.map { metrics.tenantLabel($0) } ?? "default")])
-                .record(expiry.timeIntervalSince1970)
+            metrics.gauge(
+                Name.apnsCertificateExpiry,
+                [("identity", tenant.map { metrics.tenantLabel($0) } ?? "default")]
+            )
+            .record(expiry.timeIntervalSince1970)
         }
         if let state = try? await shared?.sharedState() {
             metrics.gauge(Name.storeClaims).record(state.claims)
