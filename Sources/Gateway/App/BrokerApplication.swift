@@ -211,7 +211,7 @@ public func buildApplication(
         )
     }
     let httpsRouter = api.router(scheme: "https")
-    let serverTLS = try tls.serverConfiguration()
+    let serverTLS = try ServerTLS(files: tls)
     let httpsResponder = httpsRouter.buildResponder()
     // HTTP/2 on the libnghttp2 engine, HTTP/1.1 on Hummingbird's channel; both answer through this router.
     let restServer = HTTPServerBuilder { responder in
@@ -240,6 +240,7 @@ public func buildApplication(
         logger: logger
     )
     services.append(https)
+    services.append(TLSReloader(tls: serverTLS, interval: configuration.tlsReloadInterval, logger: logger))
     if let plain = configuration.plainListen {
         services.append(
             Application(

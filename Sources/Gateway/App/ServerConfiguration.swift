@@ -46,6 +46,8 @@ public struct ServerConfiguration: Sendable {
     public var changeFeedInterval: Duration
     /// How long a closing connection may take to finish its requests on shutdown.
     public var gracefulCloseTimeout: Duration
+    /// How often the REST certificate's files are looked at for a change (SIGHUP reloads them at once).
+    public var tlsReloadInterval: Duration = .seconds(10)
     public var idleTimeout: Duration
     /// The HTTPS listener's connection bounds and handshake deadlines.
     public var connectionLimits: ConnectionLimits

@@ -27,7 +27,8 @@ struct RESTChannel: ServerChildChannel {
         let channel: any Channel
     }
 
-    let sslContext: NIOSSLContext
+    /// The certificate and key, reloadable: each connection takes the context current when it is accepted.
+    let tls: ServerTLS
     let http1: HTTP1Channel
     let router: RouterResponder<BrokerRequestContext>
     let idleTimeout: Duration
@@ -47,7 +48,7 @@ struct RESTChannel: ServerChildChannel {
     let admission: AdmissionControl?
 
     init(
-        tls: TLSConfiguration,
+        tls: ServerTLS,
         http1: HTTP1Channel,
         router: RouterResponder<BrokerRequestContext>,
         idleTimeout: Duration,
@@ -60,9 +61,7 @@ struct RESTChannel: ServerChildChannel {
         connectionLimits: ConnectionLimits = ConnectionLimits(),
         admission: AdmissionControl? = nil
     ) throws {
-        var tls = tls
-        tls.applicationProtocols = ["h2", "http/1.1"]
-        self.sslContext = try NIOSSLContext(configuration: tls)
+        self.tls = tls
         self.http1 = http1
         self.router = router
         self.idleTimeout = idleTimeout
@@ -78,7 +77,7 @@ struct RESTChannel: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
             try channel.pipeline.syncOperations.addHandler(ConnectionGuard(counter: connections, logger: logger))
             let negotiation = NIOTypedApplicationProtocolNegotiationHandler<Negotiated> { result, channel in
                 switch result {
