@@ -60,6 +60,9 @@ struct ConfigFile: Decodable {
     var stallTimeoutSeconds: Int?
     var requestDeadlineSeconds: Int?
     var bodyDeadlineSeconds: Int?
+    var loginAddressLimit: Int?
+    var loginAddressLeakSeconds: Int?
+    var trustedProxies: [String]?
     var maxRequestsInFlight: Int?
     var maxRequestsInFlightPerTenant: Int?
     var webhookPrivateAddresses: Bool?
@@ -94,6 +97,9 @@ struct BrokerSettings {
     var connectionLimits: ConnectionLimits
     var requestDeadlineSeconds: Int
     var bodyDeadlineSeconds: Int
+    var loginAddressLimit: Int
+    var loginAddressLeakSeconds: Int
+    var trustedProxies: [NetworkRange]
     var admission: AdmissionLimits
     var operatorToken: String?
     var webhooks: WebhookConfiguration
@@ -180,6 +186,23 @@ struct BrokerSettings {
             30,
             1...600
         )
+        loginAddressLimit = try number("BROKER_LOGIN_ADDRESS_LIMIT", file.loginAddressLimit, 30, 3...1_000_000)
+        loginAddressLeakSeconds = try number(
+            "BROKER_LOGIN_ADDRESS_LEAK_SECONDS",
+            file.loginAddressLeakSeconds,
+            2,
+            1...3600
+        )
+        let proxies =
+            environment["BROKER_TRUSTED_PROXIES"].map { $0.split(separator: ",").map(String.init) }
+            ?? file.trustedProxies ?? []
+        trustedProxies = try proxies.map { text in
+            let text = text.trimmingCharacters(in: .whitespaces)
+            guard let range = NetworkRange(cidr: text) else {
+                throw ValidationError("trustedProxies: '\(text)' is not an address or a CIDR range")
+            }
+            return range
+        }
         let nodeRequests = try number(
             "BROKER_MAX_REQUESTS_IN_FLIGHT",
             file.maxRequestsInFlight,
@@ -334,6 +357,9 @@ struct BrokerSettings {
         )
         configuration.credentialKey = credentialKey
         configuration.webhooks = webhooks
+        configuration.rest.trustedProxies = trustedProxies
+        configuration.rest.loginAddressLimit = loginAddressLimit
+        configuration.rest.loginAddressLeak = .seconds(loginAddressLeakSeconds)
         return configuration
     }
 

@@ -76,6 +76,24 @@ struct LoginThrottleTests {
         #expect(throttle.check(bob, address: nil, now: start) == .proceed(slowFailure: false))
     }
 
+    @Test("Behind one shared address, a user who logged in from it is not refused for other people's failures there")
+    func sharedAddress() {
+        var throttle = LoginThrottle()
+        let office = "198.51.100.20"
+        throttle.succeeded(bob, address: office, now: start)
+        // Colleagues (or a guesser) behind the same NAT fail 40 times with other usernames.
+        for attempt in 0..<40 {
+            let user = LoginThrottle.UsernameKey(tenant: Fixture.acme, username: "user\(attempt)")
+            _ = throttle.admit(user, address: office, now: start)
+        }
+        guard case .refuse = throttle.check(alice, address: office, now: start) else {
+            Issue.record("an untrusted user of the address was not refused")
+            return
+        }
+        // Bob, trusted from there, goes ahead at full speed; and his own attempt is still charged.
+        #expect(throttle.admit(bob, address: office, now: start) == .proceed(slowFailure: false))
+    }
+
     @Test("The key tables stay bounded")
     func bounded() {
         var policy = LoginThrottle.Policy()

@@ -150,6 +150,9 @@ struct TestBroker: Sendable {
         busyTimeout: Duration = .seconds(5),
         admission: AdmissionLimits = AdmissionLimits(),
         webhooks: WebhookConfiguration = WebhookConfiguration(),
+        trustedProxies: [NetworkRange] = [],
+        loginAddressLimit: Int? = nil,
+        loginAddressLeak: Duration? = nil,
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -197,6 +200,9 @@ struct TestBroker: Sendable {
         )
         configuration.apns = apns
         configuration.webhooks = webhooks
+        configuration.rest.trustedProxies = trustedProxies
+        if let loginAddressLimit { configuration.rest.loginAddressLimit = loginAddressLimit }
+        if let loginAddressLeak { configuration.rest.loginAddressLeak = loginAddressLeak }
         configuration.credentialKey = credentialKey
         // The whole suite on two cores (and a PostgreSQL server) can take more than the broker's 10 s to unwind a
         // cancelled service: ServiceLifecycle would stop the test process. CI once crashed so (stop 27).

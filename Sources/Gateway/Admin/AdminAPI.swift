@@ -49,7 +49,12 @@ struct AdminAPI: Sendable {
                 { request, context, requestID in
                     let actor = try await authenticator.operatorActor(
                         request,
-                        address: Self.address(context, scheme: scheme),
+                        address: Self.address(
+                            request,
+                            context,
+                            scheme: scheme,
+                            trustedProxies: api.configuration.trustedProxies
+                        ),
                         requestID: requestID,
                         logger: context.logger
                     )
@@ -87,7 +92,12 @@ struct AdminAPI: Sendable {
                         try await authenticator.refuseUnknownTenant(
                             request,
                             segment: segment,
-                            address: Self.address(context, scheme: scheme),
+                            address: Self.address(
+                                request,
+                                context,
+                                scheme: scheme,
+                                trustedProxies: api.configuration.trustedProxies
+                            ),
                             requestID: requestID,
                             logger: context.logger,
                             notFound: problem
@@ -96,7 +106,12 @@ struct AdminAPI: Sendable {
                     let actor = try await authenticator.tenantActor(
                         request,
                         tenant: tenant,
-                        address: Self.address(context, scheme: scheme),
+                        address: Self.address(
+                            request,
+                            context,
+                            scheme: scheme,
+                            trustedProxies: api.configuration.trustedProxies
+                        ),
                         requestID: requestID,
                         logger: context.logger
                     )
@@ -176,9 +191,20 @@ struct AdminAPI: Sendable {
         return UUID().uuidString.lowercased()
     }
 
-    /// The client address failed logins are throttled by; none behind the plain listener (a proxy's address).
-    static func address(_ context: BrokerRequestContext, scheme: String) -> String? {
-        scheme == "https" ? context.remoteAddress.flatMap(ClientAddress.key) : nil
+    /// The client address failed logins are throttled by (see ``ClientAddress``): the peer on the HTTPS listener,
+    /// `X-Forwarded-For` behind a trusted proxy, none otherwise (a proxy's address says nothing of its clients).
+    static func address(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        scheme: String,
+        trustedProxies: [NetworkRange]
+    ) -> String? {
+        ClientAddress.key(
+            peer: context.remoteAddress,
+            forwardedFor: request.headers[values: HTTPField.Name("X-Forwarded-For")!].joined(separator: ","),
+            trustedProxies: trustedProxies,
+            scheme: scheme
+        )
     }
 
     /// A path parameter, percent-decoded (usernames may hold `%`, `/` and non-ASCII characters).

@@ -1,3 +1,4 @@
+import Engine
 import Logging
 import NIOCore
 import NIOSSL
@@ -174,6 +175,35 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
 /// The part of a client's address its connections and failed logins are counted under: an IPv4 address, or the
 /// /64 of an IPv6 one (one subscriber has a whole /64 to choose from).
 enum ClientAddress {
+    /// The key login throttling counts a request's client by. The peer, on the HTTPS listener; behind a trusted
+    /// proxy (`trustedProxies`), the right-most `X-Forwarded-For` entry that is not itself a trusted proxy (the
+    /// left ones are whatever the client wrote). Nil when it is not known: the plain listener's peer is a proxy.
+    static func key(
+        peer: SocketAddress?,
+        forwardedFor: String?,
+        trustedProxies: [NetworkRange],
+        scheme: String
+    ) -> String? {
+        let peerAddress = peer?.ipAddress.flatMap { NetworkAddress(literal: $0) }
+        if let peerAddress, trustedProxies.contains(where: { $0.contains(peerAddress) }), let forwardedFor {
+            let hops = forwardedFor.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            for hop in hops.reversed() {
+                guard let address = NetworkAddress(literal: hop) else { return nil }
+                if trustedProxies.contains(where: { $0.contains(address) }) { continue }
+                return key(address)
+            }
+            return nil
+        }
+        return scheme == "https" ? peer.flatMap(key) : nil
+    }
+
+    /// An IPv4 address, or an IPv6 address's /64 (one subscriber's network).
+    static func key(_ address: NetworkAddress) -> String {
+        guard !address.isIPv4 else { return address.description }
+        return stride(from: 0, to: 8, by: 1).map { String(address.bytes[$0], radix: 16) }.joined(separator: ":")
+            + "::/64"
+    }
+
     static func key(_ address: SocketAddress) -> String? {
         switch address {
         case .v4: return address.ipAddress

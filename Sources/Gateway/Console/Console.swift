@@ -228,7 +228,7 @@ struct Console: Sendable {
         let fields = try await Self.formFields(request, limit: 8 * 1024)
         let name = fields["name"] ?? ""
         let password = fields["password"] ?? ""
-        let address = AdminAPI.address(context, scheme: scheme)
+        let address = AdminAPI.address(request, context, scheme: scheme, trustedProxies: configuration.trustedProxies)
         let requestID = AdminAPI.requestID(request)
         let actor: AdminActor
         do {

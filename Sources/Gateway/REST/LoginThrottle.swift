@@ -10,9 +10,9 @@ import Engine
 /// has fallen below the limit again. Scores are capped at `limit + burst`, so the longest refusal after an attack
 /// stops is `burst + 1` leaks.
 ///
-/// An attacker who knows a username can keep it over its limit; so that the real user is not locked out, an
-/// address that logged in as that user successfully in the last `trustDuration` is not refused for the
-/// username's score (only for its own). A pure value: the caller supplies the time and owns the lock.
+/// An attacker who knows a username can keep it over its limit, and people sharing an address (an office's NAT,
+/// a load balancer) can push it over the address's; so that the real user is not locked out, an address that
+/// logged in as that user successfully in the last `trustDuration` is refused for neither score. A pure value: the caller supplies the time and owns the lock.
 struct LoginThrottle {
     struct Rule: Sendable {
         var limit: Double
@@ -80,13 +80,16 @@ struct LoginThrottle {
     func check(_ user: UsernameKey, address: String?, now: ContinuousClock.Instant) -> Verdict {
         var wait: Duration = .zero
         var slow = false
-        if let address {
+        // A user who logged in from this address lately is let through both limits: the address may be an
+        // office's NAT or a load balancer that others behind it are failing from, and the username may be under
+        // attack from elsewhere. Their wrong passwords still count.
+        let trustedHere = isTrusted(user, address: address, now: now)
+        if let address, !trustedHere {
             let score = Self.current(addresses[address], rule: policy.perAddress, now: now)
             if score >= policy.perAddress.limit { wait = Self.until(score, below: policy.perAddress, now: now) }
             slow = slow || score >= policy.perAddress.delayFrom
         }
         let score = Self.current(usernames[user], rule: policy.perUsername, now: now)
-        let trustedHere = isTrusted(user, address: address, now: now)
         if score >= policy.perUsername.limit, !trustedHere {
             wait = max(wait, Self.until(score, below: policy.perUsername, now: now))
         }

@@ -234,8 +234,7 @@ public struct RESTAPI: Sendable {
     private func caller(_ request: Request, _ context: BrokerRequestContext, scheme: String) async throws -> Caller {
         let segment = context.parameters.get("tenant")
         let tenant = try await tenants.resolve(segment)
-        // Behind the plain listener the peer is a proxy, whose address says nothing of the client.
-        let address = scheme == "https" ? context.remoteAddress.flatMap(ClientAddress.key) : nil
+        let address = AdminAPI.address(request, context, scheme: scheme, trustedProxies: configuration.trustedProxies)
         let user = try await authenticator.authenticate(
             request.headers[.authorization],
             tenant: tenant,

@@ -32,6 +32,22 @@ public struct RESTConfiguration: Sendable {
     public var verificationQueue: Int
     /// When failed logins slow down and are refused, per username and per client address.
     var loginThrottle = LoginThrottle.Policy()
+    /// Proxies (a load balancer, an ingress) whose `X-Forwarded-For` names the client for login throttling.
+    public var trustedProxies: [NetworkRange] = []
+    /// Failed logins one client address may make before it is refused (429), and how fast that allowance comes
+    /// back: one attempt every `loginAddressLeak`. A user who logged in from the address in the last day is not
+    /// refused for other people's failures there.
+    public var loginAddressLimit: Int {
+        get { Int(loginThrottle.perAddress.limit) }
+        set {
+            loginThrottle.perAddress.limit = Double(newValue)
+            loginThrottle.perAddress.delayFrom = Double(max(1, newValue / 3))
+        }
+    }
+    public var loginAddressLeak: Duration {
+        get { loginThrottle.perAddress.leak }
+        set { loginThrottle.perAddress.leak = newValue }
+    }
     /// The longest an authenticated request's work (login, store reads and writes) may take before it is answered
     /// 503 with `Retry-After`; the work itself goes on and its result is dropped.
     public var requestDeadline: Duration
