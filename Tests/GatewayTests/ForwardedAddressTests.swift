@@ -13,15 +13,20 @@ struct ForwardedAddressTests {
     /// have leaked a little by the sixth, which still gets in and takes the address over its limit.)
     func fail(_ broker: TestBroker, times: Int, from address: String) async throws {
         for attempt in 0..<times {
-            let reply = try await broker.send(
-                .GET,
-                "/v1/me",
-                user: "nobody\(attempt)",
-                password: "wrong",
-                headers: [("X-Forwarded-For", address)]
-            )
+            let reply = try await login(broker, "nobody\(attempt)", forwardedFor: address)
             #expect(reply.status == 401, "\(reply.status) \(reply.text)")
         }
+    }
+
+    /// A wrong password for `user`, with `X-Forwarded-For: forwardedFor`.
+    func login(_ broker: TestBroker, _ user: String, forwardedFor: String) async throws -> TestBroker.Reply {
+        try await broker.send(
+            .GET,
+            "/v1/me",
+            user: user,
+            password: "wrong",
+            headers: [("X-Forwarded-For", forwardedFor)]
+        )
     }
 
     @Test("Behind a trusted proxy each forwarded client has its own limit; a spoofed left entry changes nothing")
@@ -31,31 +36,13 @@ struct ForwardedAddressTests {
         try await TestBroker.run(trustedProxies: [loopback], loginAddressLimit: 5, loginAddressLeak: .seconds(600)) {
             broker in
             try await fail(broker, times: 6, from: "203.0.113.7")
-            let refused = try await broker.send(
-                .GET,
-                "/v1/me",
-                user: "bob",
-                password: "wrong",
-                headers: [("X-Forwarded-For", "203.0.113.7")]
-            )
+            let refused = try await login(broker, "bob", forwardedFor: "203.0.113.7")
             #expect(refused.status == 429, "\(refused.text)")
             // Another client behind the same proxy (the same TCP peer) is not refused.
-            let other = try await broker.send(
-                .GET,
-                "/v1/me",
-                user: "bob",
-                password: "wrong",
-                headers: [("X-Forwarded-For", "203.0.113.8")]
-            )
+            let other = try await login(broker, "bob", forwardedFor: "203.0.113.8")
             #expect(other.status == 401)
             // What the client wrote on the left is not believed: the proxy's entry on the right counts.
-            let spoofed = try await broker.send(
-                .GET,
-                "/v1/me",
-                user: "bob",
-                password: "wrong",
-                headers: [("X-Forwarded-For", "192.0.2.99, 203.0.113.7")]
-            )
+            let spoofed = try await login(broker, "bob", forwardedFor: "192.0.2.99, 203.0.113.7")
             #expect(spoofed.status == 429)
         }
     }
@@ -64,13 +51,7 @@ struct ForwardedAddressTests {
     func untrusted() async throws {
         try await TestBroker.run(loginAddressLimit: 5, loginAddressLeak: .seconds(600)) { broker in
             try await fail(broker, times: 6, from: "203.0.113.7")
-            let other = try await broker.send(
-                .GET,
-                "/v1/me",
-                user: "bob",
-                password: "wrong",
-                headers: [("X-Forwarded-For", "203.0.113.8")]
-            )
+            let other = try await login(broker, "bob", forwardedFor: "203.0.113.8")
             #expect(other.status == 429)
         }
     }

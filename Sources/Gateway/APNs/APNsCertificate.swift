@@ -1,3 +1,4 @@
+import Foundation
 import NIOSSL
 
 /// Loads an APNs TLS client certificate (certificate-based authentication) into a client TLS configuration.
@@ -29,5 +30,19 @@ public enum APNsCertificate {
         configuration.certificateChain = bundle.certificateChain.map { .certificate($0) }
         configuration.privateKey = .privateKey(bundle.privateKey)
         return configuration
+    }
+}
+
+extension APNsCredential {
+    /// When a certificate credential's leaf certificate expires (nil: a signing key, which does not expire).
+    public var certificateExpiry: Date? {
+        guard case .certificate(let chain, _) = self, let leaf = chain.first else { return nil }
+        let certificate: NIOSSLCertificate?
+        switch leaf {
+        case .certificate(let loaded): certificate = loaded
+        case .file(let path): certificate = try? NIOSSLCertificate.fromPEMFile(path).first
+        @unknown default: certificate = nil
+        }
+        return certificate.map { Date(timeIntervalSince1970: TimeInterval($0.notValidAfter)) }
     }
 }

@@ -4,49 +4,12 @@ import Logging
 import NIOSSL
 import Synchronization
 
-/// Where one APNs environment is, and how to trust it.
-public struct APNsEndpoint: Sendable {
-    public var host: String
-    public var port: Int
-    public var tls: TLSConfiguration
-    public var serverHostname: String?
-
-    public init(
-        host: String,
-        port: Int,
-        tls: TLSConfiguration = .makeClientConfiguration(),
-        serverHostname: String? = nil
-    ) {
-        self.host = host
-        self.port = port
-        self.tls = tls
-        self.serverHostname = serverHostname
-    }
-
-    public static let production = APNsEndpoint(host: "api.push.apple.com", port: 443)
-    public static let sandbox = APNsEndpoint(host: "api.sandbox.push.apple.com", port: 443)
-}
-
 /// How a tenant (or the broker's default) authenticates to APNs.
 public enum APNsCredential: Sendable {
     /// A provider-token signing key (`.p8`).
     case token(APNsSigningIdentity)
     /// A TLS client certificate: `tls` carries the chain and key (see `APNsCertificate`), added to each endpoint's.
     case certificate(chain: [NIOSSLCertificateSource], key: NIOSSLPrivateKeySource)
-}
-
-extension APNsCredential {
-    /// When a certificate credential's leaf certificate expires (nil: a signing key, which does not expire).
-    public var certificateExpiry: Date? {
-        guard case .certificate(let chain, _) = self, let leaf = chain.first else { return nil }
-        let certificate: NIOSSLCertificate?
-        switch leaf {
-        case .certificate(let loaded): certificate = loaded
-        case .file(let path): certificate = try? NIOSSLCertificate.fromPEMFile(path).first
-        @unknown default: certificate = nil
-        }
-        return certificate.map { Date(timeIntervalSince1970: TimeInterval($0.notValidAfter)) }
-    }
 }
 
 /// The push transport on APNs: one client (connection pool) per tenant identity and environment.
