@@ -148,7 +148,7 @@ struct StoreFixture {
     }
 }
 
-@Suite("Stores: every test on SQLite and on PostgreSQL", .timeLimit(.minutes(2)))
+@Suite("Stores: every test on SQLite and on PostgreSQL", .timeLimit(.minutes(4)))
 struct StoreTests {
     @Test("Migrations run once; reopening the file keeps the data", arguments: StoreKind.allCases)
     func reopen(_ kind: StoreKind) async throws {

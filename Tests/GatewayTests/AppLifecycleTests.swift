@@ -54,7 +54,7 @@ struct AppLifecycleTests {
         // No service stops within a microsecond: the group cancels the rest.
         try await TestBroker.run(logger: log.logger, shutdownGracePeriod: .microseconds(1)) { broker in
             await broker.application.shutdown()
-            let warned = try await eventually(seconds: 10) {
+            let warned = try await eventually(seconds: 30) {
                 log.handler.entries.contains { $0.message.description.hasPrefix("stopped after the grace period") }
             }
             #expect(warned, "\(log.handler.entries.map(\.message))")

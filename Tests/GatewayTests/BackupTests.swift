@@ -5,12 +5,16 @@ import Testing
 
 /// `broker store backup` and `broker store restore` on an embedded deployment: a backup taken while a real
 /// `broker serve` dispatches, restored into a fresh data folder, and served from there.
-@Suite("Backups and restores", .timeLimit(.minutes(5)))
+@Suite("Backups and restores", .timeLimit(.minutes(10)))
 struct BackupTests {
     @Test(
         "A backup taken mid-dispatch restores into a fresh folder; the broker finishes the day from it, once per user"
     )
     func drill() async throws {
+        try await HeavyTestGate.shared.run { try await self.drillAlone() }
+    }
+
+    private func drillAlone() async throws {
         let users = 3_000
         let data = TestBroker.temporaryDirectory()
         let simulator = try await SimulatorUnderTest.start(data: data)

@@ -9,7 +9,7 @@ import Testing
 /// Real `broker serve` nodes on one PostgreSQL database, each with its own data folder (as on separate machines:
 /// they share nothing but the database), pushing to one `broker apns-simulator` process that refuses a key's
 /// token when it changes more often than every 20 minutes.
-@Suite("Nodes on separate machines", .timeLimit(.minutes(6)))
+@Suite("Nodes on separate machines", .timeLimit(.minutes(10)))
 struct ClusterTests {
     /// Three nodes' configurations (each its own data folder, `settings` added to the defaults), a database seeded
     /// with `users` due now, and a simulator answering after `delayMilliseconds`.
@@ -77,6 +77,10 @@ struct ClusterTests {
 
     @Test("Three nodes started one after another send one provider token: APNs refuses none of their pushes")
     func oneProviderToken() async throws {
+        try await HeavyTestGate.shared.run { try await self.oneProviderTokenAlone() }
+    }
+
+    private func oneProviderTokenAlone() async throws {
         let users = 6_000
         // Answers after 500 ms, 250 in flight per node: one node alone would take 12 s or more, so all three push.
         let cluster = try await Cluster.start(
@@ -114,6 +118,10 @@ struct ClusterTests {
         "A node stopped mid-burst hands its work back, a killed one loses it within seconds: claims, leases and sweeps of ten minutes do not hold the rest"
     )
     func takeover() async throws {
+        try await HeavyTestGate.shared.run { try await self.takeoverAlone() }
+    }
+
+    private func takeoverAlone() async throws {
         let users = 10_000
         // Answers after 300 ms, at most 64 streams per node (the simulator allows 16 per connection): the burst lasts
         // well beyond both events. Claims, leases and sweeps of ten minutes: only the heartbeat (3 s, silence 10 s)

@@ -11,7 +11,7 @@ import Testing
 
 /// The real `broker serve` process, killed with SIGKILL in the middle of a dispatch burst and started again on
 /// the same SQLite file, pushing to a separate `broker apns-simulator` process that outlives both runs.
-@Suite("Crash recovery", .timeLimit(.minutes(5)))
+@Suite("Crash recovery", .timeLimit(.minutes(10)))
 struct CrashRecoveryTests {
     static let users = 10_000
 
@@ -19,6 +19,10 @@ struct CrashRecoveryTests {
         "SIGKILL during a 10,000-user dispatch, then restart: one entry per user for the day, all pushed, same collapse id"
     )
     func killDuringDispatch() async throws {
+        try await HeavyTestGate.shared.run { try await self.killDuringDispatchAlone() }
+    }
+
+    private func killDuringDispatchAlone() async throws {
         let data = TestBroker.temporaryDirectory()
         // Few streams and a small delay per answer make the burst last seconds, so the kill lands inside it.
         let simulator = try await SimulatorUnderTest.start(data: data)

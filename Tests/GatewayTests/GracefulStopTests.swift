@@ -6,12 +6,16 @@ import Testing
 /// The real `broker serve` process stopped with SIGTERM in the middle of a dispatch burst, pushing to a separate
 /// `broker apns-simulator` process: every push APNs accepted before the exit is marked pushed in the ledger before
 /// the exit, so the next start sends none of them again.
-@Suite("Graceful stop", .timeLimit(.minutes(5)))
+@Suite("Graceful stop", .timeLimit(.minutes(10)))
 struct GracefulStopTests {
     static let users = 5_000
 
     @Test("SIGTERM in the middle of a 5,000-user burst: 0 accepted but unmarked, 0 repeats after the restart")
     func sigtermDrains() async throws {
+        try await HeavyTestGate.shared.run { try await self.sigtermDrainsAlone() }
+    }
+
+    private func sigtermDrainsAlone() async throws {
         let data = TestBroker.temporaryDirectory()
         let simulator = try await SimulatorUnderTest.start(data: data)
         defer { simulator.stop() }

@@ -40,7 +40,7 @@ struct ReminderAPITests {
             // Waits for the reminder's own delivery. Alice's scheduled impulse today is acme-3 too: when her device
             // is registered before the day's dispatch reaches her (under CI's load), that push came first, and
             // waiting on the simulator alone ended the wait before the reminder was due.
-            #expect(try await eventually(seconds: 10) { try await reminded().contains { $0.delivery.pushedAt != nil } })
+            #expect(try await eventually(seconds: 30) { try await reminded().contains { $0.delivery.pushedAt != nil } })
             #expect(try await reminded().map(\.impulse.id.rawValue) == ["acme-3"])
             #expect(simulator.accepted.contains { $0.token == token && $0.payload.contains("acme-3") })
             #expect(try await broker.send(.GET, "/v1/reminders").json["reminders"] as? [Any] != nil)
