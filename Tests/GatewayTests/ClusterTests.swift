@@ -95,6 +95,8 @@ struct ClusterTests {
         // The second node starts once the first is pushing, the third once the second is: their own tokens would be
         // seconds apart. (The third may find every delivery taken by then; two pushing nodes prove the point.)
         var nodes: [RunningBroker] = []
+        // Whatever ends the test (an early return, a thrown error), no node outlives it.
+        defer { for node in nodes where node.process.isRunning { _ = node.stop() } }
         for node in 1...3 {
             nodes.append(try cluster.node(node))
             guard node < 3 else { break }
@@ -135,6 +137,7 @@ struct ClusterTests {
         defer { cluster.stop() }
         let pushed = cluster.pushed
         let nodes = try (1...3).map { try cluster.node($0) }
+        defer { for node in nodes where node.process.isRunning { _ = node.stop() } }
 
         // Node 2 stops gracefully a fifth of the way in: what it had not pushed goes to the others at once.
         let fifth = try await eventually(seconds: 120) { try await pushed() >= users / 5 }

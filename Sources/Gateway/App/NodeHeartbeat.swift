@@ -39,10 +39,7 @@ final class NodeHeartbeat: Service, Sendable {
         await cancelWhenGracefulShutdown { await self.beat() }
         do {
             let ended = try await membership.endNode(membership.nodeID)
-            logger.notice(
-                "this node's claims and leases handed back",
-                metadata: ["node": "\(ended.id)", "claims": "\(ended.claims)", "leases": "\(ended.leases)"]
-            )
+            logger.notice("this node's claims and leases handed back", metadata: Self.metadata(ended))
         } catch {
             logger.warning(
                 "cannot hand back this node's claims and leases; they end with the heartbeat's silence",
@@ -51,8 +48,8 @@ final class NodeHeartbeat: Service, Sendable {
         }
     }
 
-    /// Heartbeats until cancelled; a failing store is tried again after the interval, with a warning at the first
-    /// failure and at each recovery (not at every beat).
+    /// Heartbeats until cancelled; a failing store is tried again after the interval, with an error at the first
+    /// failure and a notice at its recovery (not a line at every beat).
     func beat() async {
         var failing = false
         var known: Set<String> = []
@@ -70,7 +67,7 @@ final class NodeHeartbeat: Service, Sendable {
                 for node in beat.ended {
                     logger.warning(
                         "a silent node's claims and leases ended; other nodes take its work",
-                        metadata: ["node": "\(node.id)", "claims": "\(node.claims)", "leases": "\(node.leases)"]
+                        metadata: Self.metadata(node)
                     )
                 }
             } catch {
@@ -86,6 +83,10 @@ final class NodeHeartbeat: Service, Sendable {
         }
     }
 
+    static func metadata(_ ended: EndedNode) -> Logger.Metadata {
+        ["node": "\(ended.id)", "claims": "\(ended.claims)", "leases": "\(ended.leases)"]
+    }
+
     private func endPreviousIncarnation() async {
         guard let idFile else { return }
         if let data = FileManager.default.contents(atPath: idFile) {
@@ -96,8 +97,10 @@ final class NodeHeartbeat: Service, Sendable {
                     if ended.claims + ended.leases > 0 {
                         logger.notice(
                             "the previous run's claims and leases ended at start",
-                            metadata: ["node": "\(previous)", "claims": "\(ended.claims)", "leases": "\(ended.leases)"]
+                            metadata: Self.metadata(ended)
                         )
+                        // The scheduler's sweep at start may have looked before they were free.
+                        onTakeover()
                     }
                 } catch {
                     logger.warning(
