@@ -13,7 +13,7 @@ struct BrokerCommand: AsyncParsableCommand {
             "Impulse Broker: daily wellbeing impulses pushed to iPhones, and the REST API the app reads them from.",
         subcommands: [
             Demo.self, Serve.self, SimulatorCommand.self, TenantCommand.self, UserCommand.self, OperatorCommand.self,
-            AuditCommand.self, CatalogCommand.self, Deliver.self, StoreCommand.self,
+            AuditCommand.self, CatalogCommand.self, Deliver.self, StoreCommand.self, MigrateCommand.self,
         ]
     )
 }

@@ -14,12 +14,21 @@ struct CommonOptions: ParsableArguments {
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error (env BROKER_LOG_LEVEL; default info).")
     var logLevel: String?
+
+    @Flag(
+        help: """
+            Apply the migrations the store lacks before starting (env BROKER_MIGRATE=on). Without it a store that \
+            lacks migrations is refused with their names; `broker migrate` applies them.
+            """
+    )
+    var migrate = false
 }
 
 /// The configuration file's shape. Every member is optional; see the README's configuration table.
 struct ConfigFile: Decodable {
     var dataDirectory: String?
     var database: String?
+    var migrate: Bool?
     var databasePasswordFile: String?
     var listen: String?
     var plainListen: String?
@@ -74,6 +83,8 @@ struct ConfigFile: Decodable {
 struct BrokerSettings {
     var dataDirectory: String
     var database: DatabaseSetting
+    /// Whether opening the store applies the migrations it lacks (otherwise only an empty store gets its schema).
+    var migrations: MigrationPolicy
     var listen: ListenAddress
     var plainListen: ListenAddress?
     var tlsCertificate: String?
@@ -236,6 +247,12 @@ struct BrokerSettings {
         let level = pick(options.logLevel, "BROKER_LOG_LEVEL", file.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("unknown log level '\(level)'") }
         logLevel = parsed
+        let migrateFlag = environment["BROKER_MIGRATE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard migrateFlag == nil || ["on", "off"].contains(migrateFlag) else {
+            throw ValidationError("BROKER_MIGRATE must be on or off")
+        }
+        migrations =
+            options.migrate || (migrateFlag.map { $0 == "on" } ?? file.migrate ?? false) ? .apply : .refusePending
         let schedulerFlag = environment["BROKER_SCHEDULER"].flatMap { $0.isEmpty ? nil : $0 }
         guard schedulerFlag == nil || ["on", "off"].contains(schedulerFlag) else {
             throw ValidationError("BROKER_SCHEDULER must be on or off")
@@ -370,8 +387,13 @@ struct BrokerSettings {
         try FileManager.default.createDirectory(atPath: dataDirectory + "/media", withIntermediateDirectories: true)
         switch database {
         case .sqlite(let path):
-            return try await SQLiteStore(configuration: .init(path: path), logger: logger, metrics: metrics)
-        case .postgres(let configuration):
+            return try await SQLiteStore(
+                configuration: .init(path: path, migrations: migrations),
+                logger: logger,
+                metrics: metrics
+            )
+        case .postgres(var configuration):
+            configuration.migrations = migrations
             logger.info("opening the PostgreSQL store", metadata: ["database": "\(configuration.redacted)"])
             return try await PostgresStore(configuration: configuration, logger: logger, metrics: metrics)
         }

@@ -47,7 +47,12 @@ struct Demo: AsyncParsableCommand {
         environment["BROKER_DEFAULT_TENANT"] = Self.tenant
         // A short spreading window, so the demo's deliveries land within the minutes it announces.
         if environment["BROKER_SPREAD_SECONDS"] == nil { environment["BROKER_SPREAD_SECONDS"] = "30" }
-        let settings = try BrokerSettings(options: common, environment: environment)
+        let settings = try {
+            var settings = try BrokerSettings(options: common, environment: environment)
+            // A trial on its own data folder: it brings the schema up to date itself.
+            settings.migrations = .apply
+            return settings
+        }()
         let logger = bootstrapLogging(settings.logLevel)
         let metrics = MetricsSetup()
         let store = try await settings.openStore(logger: logger, metrics: metrics.metrics)

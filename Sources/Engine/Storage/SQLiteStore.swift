@@ -10,11 +10,19 @@ public struct SQLiteStoreConfiguration: Sendable {
     public var busyTimeout: Duration
     /// Concurrent read connections (WAL lets reads run beside the one writer).
     public var maximumReaderCount: Int
+    /// Whether opening applies the migrations the file lacks.
+    public var migrations: MigrationPolicy
 
-    public init(path: String, busyTimeout: Duration = .seconds(5), maximumReaderCount: Int = 4) {
+    public init(
+        path: String,
+        busyTimeout: Duration = .seconds(5),
+        maximumReaderCount: Int = 4,
+        migrations: MigrationPolicy = .apply
+    ) {
         self.path = path
         self.busyTimeout = busyTimeout
         self.maximumReaderCount = maximumReaderCount
+        self.migrations = migrations
     }
 }
 
@@ -28,7 +36,8 @@ public final class SQLiteStore: BrokerStore {
     let metrics: BrokerMetrics
     public let nodeID: String
 
-    /// Opens (creating if needed) the database and migrates it to the current schema.
+    /// Opens (creating if needed) the database; what it does about migrations the file lacks is the
+    /// configuration's ``MigrationPolicy``.
     public init(
         configuration: SQLiteStoreConfiguration,
         logger: Logger,
@@ -52,7 +61,7 @@ public final class SQLiteStore: BrokerStore {
         self.logger = logger
         self.metrics = metrics
         self.nodeID = UUID().uuidString.lowercased()
-        try await Self.migrator.migrate(pool)
+        try await openSchema(configuration.migrations)
     }
 
     public func probeWrite() async throws {
@@ -114,7 +123,7 @@ public final class SQLiteStore: BrokerStore {
 }
 
 extension DatabaseMigrator {
-    fileprivate func migrate(_ pool: DatabasePool) async throws {
+    func migrate(_ pool: DatabasePool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             self.asyncMigrate(pool) { result in
                 switch result {

@@ -33,8 +33,9 @@ public final class PostgresStore: BrokerStore {
         public var maximum = 0
     }
 
-    /// Connects (the pool opens connections as they are needed) and migrates the database to the current schema.
-    /// Several nodes may start together: the migrations run under an advisory lock, once.
+    /// Connects (the pool opens connections as they are needed); what it does about migrations the database lacks
+    /// is the configuration's ``MigrationPolicy``. Several nodes may start together: the migrations run under an
+    /// advisory lock, once.
     public init(
         configuration: PostgresStoreConfiguration,
         logger: Logger,
@@ -103,7 +104,7 @@ public final class PostgresStore: BrokerStore {
             }
         }
         do {
-            try await migrate()
+            try await openSchema(configuration.migrations)
         } catch let error as EngineError {
             throw error
         } catch {

@@ -47,6 +47,8 @@ public struct PostgresStoreConfiguration: Sendable, Equatable {
     /// How long a node may go without a heartbeat before any other node ends its claims and leases (long before
     /// `claimTime` and `leaseTime`, which still bound the claims of nodes that keep no heartbeat).
     public var nodeSilence: Duration = .seconds(10)
+    /// Whether opening applies the migrations the database lacks.
+    public var migrations: MigrationPolicy = .apply
 
     public init(
         host: String,

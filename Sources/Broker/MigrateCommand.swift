@@ -1,0 +1,86 @@
+import ArgumentParser
+import Engine
+import Foundation
+import Logging
+
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract:
+            "Apply the schema migrations the store lacks: once per upgrade, before the new release's nodes start.",
+        discussion: """
+            Migrations only add (expand/contract): nodes of the previous release keep working on the new schema, \
+            so run this while they serve, then roll the nodes. Nodes and admin commands never migrate on their own \
+            (unless started with --migrate); a store that lacks migrations is refused with their names. On \
+            PostgreSQL the migrations run under an advisory lock, each in its own transaction, with a 10-minute \
+            statement limit. --check lists what is pending and the rows each migration reads, rewrites or indexes, \
+            and changes nothing; it exits with status 2 when migrations are pending.
+            """
+    )
+
+    @OptionGroup var common: CommonOptions
+
+    @Flag(help: "List the pending migrations and the rows each one touches; change nothing (exit status 2 if any).")
+    var check = false
+
+    @Option(
+        help: """
+            Give up after this many seconds (exit status 3): the migration in progress is rolled back, those \
+            before it stay applied.
+            """
+    )
+    var deadlineSeconds = 1800
+
+    func validate() throws {
+        guard (1...86_400).contains(deadlineSeconds) else { throw ValidationError("--deadline-seconds: 1-86400") }
+    }
+
+    func run() async throws {
+        var settings = try BrokerSettings(options: common)
+        settings.migrations = .leave
+        let logger = bootstrapLogging(min(settings.logLevel, .notice))
+        // Ending the process ends the transaction in progress (PostgreSQL rolls back a closed connection's
+        // transaction, SQLite its journal); each applied migration committed on its own.
+        let deadline = Duration.seconds(deadlineSeconds)
+        let watchdog = Task.detached {
+            try await Task.sleep(for: deadline)
+            FileHandle.standardError.write(Data("Error: the migrations did not finish within \(deadline)\n".utf8))
+            Foundation.exit(3)
+        }
+        defer { watchdog.cancel() }
+        let pendingFound: Bool
+        do {
+            let store = try await settings.openStore(logger: logger)
+            do {
+                pendingFound = try await report(store)
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        } catch let error as EngineError {
+            throw CommandFailure(error.message)
+        }
+        if check && pendingFound { throw ExitCode(2) }
+    }
+
+    /// Prints what is pending and, unless checking, applies it; whether anything was pending.
+    private func report(_ store: any BrokerStore) async throws -> Bool {
+        let pending = try await store.pendingMigrations()
+        guard !pending.isEmpty else {
+            let current = try await store.schemaNames().last ?? "none"
+            print("the schema is up to date (latest migration: \(current))")
+            return false
+        }
+        print("\(pending.count) pending migration\(pending.count == 1 ? "" : "s"):")
+        for migration in pending { print("  \(migration)") }
+        guard !check else { return true }
+        let started = ContinuousClock.now
+        let applied = try await store.applyMigrations()
+        let elapsed = started.duration(to: .now)
+        print(
+            "applied \(applied.count) in \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
+        )
+        return true
+    }
+}

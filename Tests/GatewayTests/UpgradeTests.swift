@@ -1,0 +1,101 @@
+import Foundation
+import GRDB
+import Logging
+import TestSupport
+import Testing
+
+@testable import Engine
+
+/// Upgrades through the real commands: nodes and admin commands refuse a store that lacks migrations and say what
+/// to run; `broker migrate --check` lists them with their cost and changes nothing; `broker migrate` applies them.
+@Suite("Upgrades through broker migrate", .timeLimit(.minutes(3)))
+struct UpgradeTests {
+    @Test("SQLite: serve and admin commands refuse an older schema; migrate --check lists it; migrate applies it")
+    func sqlite() throws {
+        let data = TestBroker.temporaryDirectory()
+        try SQLiteStore.migrator.migrate(try DatabaseQueue(path: data + "/broker.sqlite"), upTo: "v14-webhooks")
+        let refused = try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("v15-console-sessions, v16-provider-tokens"), "\(refused.error)")
+        #expect(refused.error.contains("broker migrate"))
+        let serve = try BrokerProcess.run(["serve", "--listen", "127.0.0.1:0"], dataDirectory: data)
+        #expect(serve.status != 0 && serve.error.contains("broker migrate"), "\(serve.error)")
+        let check = try BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
+        #expect(check.status == 2, "\(check.error)")
+        #expect(check.output.contains("2 pending migrations:"), "\(check.output)")
+        #expect(check.output.contains("v16-provider-tokens: schema only, no rows to touch"))
+        // The check changed nothing.
+        #expect(try BrokerProcess.run(["migrate", "--check"], dataDirectory: data).status == 2)
+        let applied = try BrokerProcess.run(["migrate"], dataDirectory: data)
+        #expect(applied.status == 0 && applied.output.contains("applied 2 in"), "\(applied.output) \(applied.error)")
+        let current = try BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
+        #expect(current.status == 0 && current.output.contains("up to date (latest migration: v16-provider-tokens)"))
+        #expect(try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data).status == 0)
+    }
+
+    @Test("An admin command told to migrate (--migrate, BROKER_MIGRATE=on) applies the migrations and goes on")
+    func toldTo() throws {
+        let data = TestBroker.temporaryDirectory()
+        try SQLiteStore.migrator.migrate(try DatabaseQueue(path: data + "/broker.sqlite"), upTo: "v15-console-sessions")
+        let flag = try BrokerProcess.run(["tenant", "create", "acme", "--migrate"], dataDirectory: data)
+        #expect(flag.status == 0, "\(flag.error)")
+        let other = TestBroker.temporaryDirectory()
+        try SQLiteStore.migrator.migrate(
+            try DatabaseQueue(path: other + "/broker.sqlite"),
+            upTo: "v15-console-sessions"
+        )
+        let environment = try BrokerProcess.run(
+            ["tenant", "create", "acme"],
+            dataDirectory: other,
+            environment: ["BROKER_MIGRATE": "on"]
+        )
+        #expect(environment.status == 0, "\(environment.error)")
+        let bad = try BrokerProcess.run(
+            ["tenant", "list"],
+            dataDirectory: other,
+            environment: ["BROKER_MIGRATE": "yes"]
+        )
+        #expect(bad.status != 0 && bad.error.contains("BROKER_MIGRATE must be on or off"), "\(bad.error)")
+    }
+
+    @Test("PostgreSQL: a node refuses an older schema; migrate --check and migrate work on the shared database")
+    func postgres() async throws {
+        let url = try await PostgresTestDatabases.make() + "?sslmode=disable"
+        var configuration = try PostgresStoreConfiguration(url: url)
+        configuration.migrations = .leave
+        let old = try await PostgresStore(configuration: configuration, logger: Logger(label: "upgrade-tests"))
+        try await old.migrate(upTo: 13)
+        let environment = ["BROKER_DATABASE": url]
+        let data = TestBroker.temporaryDirectory()
+        // A migration that cannot finish (another session holds the migrations' lock) ends at the deadline.
+        let stuck = try await old.withConnection(operation: "write", deadline: .seconds(60)) { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(PostgresStore.migrationLock))", logger: old.logger)
+            let stuck = try BrokerProcess.run(
+                ["migrate", "--deadline-seconds", "1"],
+                dataDirectory: data,
+                environment: environment
+            )
+            try await connection.query("SELECT pg_advisory_unlock(\(PostgresStore.migrationLock))", logger: old.logger)
+            return stuck
+        }
+        #expect(stuck.status == 3 && stuck.error.contains("did not finish within 1"), "\(stuck.error)")
+        await old.close()
+        let serve = try BrokerProcess.run(
+            ["serve", "--listen", "127.0.0.1:0"],
+            dataDirectory: data,
+            environment: environment
+        )
+        #expect(serve.status != 0 && serve.error.contains("(14 nodes)"), "\(serve.error)")
+        let check = try BrokerProcess.run(["migrate", "--check"], dataDirectory: data, environment: environment)
+        #expect(
+            check.status == 2 && check.output.contains("1 pending migration:\n  14 nodes: schema only"),
+            "\(check.output)"
+        )
+        let applied = try BrokerProcess.run(["migrate"], dataDirectory: data, environment: environment)
+        #expect(applied.status == 0 && applied.output.contains("applied 1 in"), "\(applied.output) \(applied.error)")
+        #expect(
+            try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data, environment: environment).status
+                == 0
+        )
+    }
+}
