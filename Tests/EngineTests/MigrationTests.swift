@@ -89,7 +89,10 @@ struct MigrationTests {
         try await DatabaseQueue(path: path).write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')")
         }
-        let node = try await SQLiteStore(configuration: .init(path: path, migrations: .refusePending), logger: Self.logger)
+        let node = try await SQLiteStore(
+            configuration: .init(path: path, migrations: .refusePending),
+            logger: Self.logger
+        )
         #expect(try await node.tenants().isEmpty)
         await #expect(throws: EngineError.self) { try await node.applyMigrations() }
         await #expect(throws: EngineError.self) {
@@ -98,7 +101,10 @@ struct MigrationTests {
         var configuration = try PostgresStoreConfiguration(url: try await PostgresTestDatabases.make())
         let current = try await PostgresStore(configuration: configuration, logger: Self.logger)
         try await current.write { connection in
-            try await connection.query("INSERT INTO broker_migrations (version, name) VALUES (99, 'future')", logger: current.logger)
+            try await connection.query(
+                "INSERT INTO broker_migrations (version, name) VALUES (99, 'future')",
+                logger: current.logger
+            )
         }
         configuration.migrations = .refusePending
         let old = try await PostgresStore(configuration: configuration, logger: Self.logger)
