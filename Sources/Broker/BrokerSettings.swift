@@ -58,6 +58,8 @@ struct ConfigFile: Decodable {
     var repeatDays: Int?
     var shutdownGraceSeconds: Int?
     var pushesInFlight: Int?
+    var pushGiveUpSeconds: Int?
+    var sweepShare: Int?
     var pushBatchSize: Int?
     var adminListen: String?
     var adminToken: String?
@@ -265,7 +267,8 @@ struct BrokerSettings {
                 ),
                 spreadWindow: .seconds(try number("BROKER_SPREAD_SECONDS", file.spreadSeconds, 300, 0...3600)),
                 repeatWindowDays: try number("BROKER_REPEAT_DAYS", file.repeatDays, 30, 0...3650),
-                sweepInterval: .seconds(try number("BROKER_SWEEP_SECONDS", file.sweepSeconds, 60, 1...3600))
+                sweepInterval: .seconds(try number("BROKER_SWEEP_SECONDS", file.sweepSeconds, 60, 1...3600)),
+                sweepShare: try number("BROKER_SWEEP_SHARE", file.sweepShare, 5000, 1...1_000_000)
             )
         } else {
             scheduler = nil
@@ -290,7 +293,11 @@ struct BrokerSettings {
         guard batch <= inFlight else {
             throw ValidationError("pushBatchSize (\(batch)) must not exceed pushesInFlight (\(inFlight))")
         }
-        push = PushGatewayConfiguration(workers: inFlight, batchSize: batch)
+        push = PushGatewayConfiguration(
+            workers: inFlight,
+            batchSize: batch,
+            givingUpAfter: .seconds(try number("BROKER_PUSH_GIVE_UP_SECONDS", file.pushGiveUpSeconds, 60, 1...3600))
+        )
         connectionLimits = ConnectionLimits(
             maxConnections: try number("BROKER_MAX_CONNECTIONS", file.maxConnections, 10_000, 1...1_000_000),
             maxConnectionsPerAddress: try number(

@@ -17,14 +17,51 @@ struct NodeMembershipTests {
         return try await PostgresStore(configuration: configuration, logger: StoreFixture.logger)
     }
 
+    /// The node ids of a heartbeat's `id@start` identities.
+    func ids(_ live: Set<String>) -> Set<String> {
+        Set(live.map { String($0.split(separator: "@")[0]) })
+    }
+
+    @Test("A node that hands its work back (it cannot push) frees it at once and appears anew, so others sweep")
+    func handBack() async throws {
+        let f = try await StoreFixture.make(.postgres)
+        let failing = try await node(f)
+        let healthy = try await node(f)
+        let t0 = Date()
+        _ = try await failing.heartbeat(host: "a", now: t0)
+        let before = try await healthy.heartbeat(host: "b", now: t0).live
+        #expect(try await failing.dueSchedules(notAfter: Date(), limit: 10).count == 3)
+        let recorded = try await failing.recordDeliveries([
+            NewDelivery(
+                tenant: f.acme,
+                user: f.a.id,
+                impulse: try ImpulseID("one"),
+                kind: .manual,
+                assignedAt: Date(),
+                awaitsPush: true
+            )
+        ])
+        let since = Date().addingTimeInterval(-3600)
+        #expect(try await healthy.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
+        #expect(try await failing.handBackWork() == EndedNode(id: failing.nodeID, claims: 3, leases: 1))
+        #expect(try await healthy.dueSchedules(notAfter: Date(), limit: 10).count == 3)
+        let taken = try await healthy.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
+        #expect(taken.map(\.id) == recorded.map(\.id))
+        // Its next heartbeat records it again, as a new start: the other node's heartbeat sees the old one gone.
+        _ = try await failing.heartbeat(host: "a", now: t0.addingTimeInterval(1))
+        let after = try await healthy.heartbeat(host: "b", now: t0.addingTimeInterval(1)).live
+        #expect(after.count == 2 && !before.subtracting(after).isEmpty)
+        #expect(ids(after) == ids(before))
+    }
+
     @Test("A node silent for longer than nodeSilence loses its claims and leases to the next heartbeat of another")
     func silentNode() async throws {
         let f = try await StoreFixture.make(.postgres)
         let dying = try await node(f)
         let survivor = try await node(f)
         let t0 = Date()
-        #expect(try await dying.heartbeat(host: "a", now: t0).live == [dying.nodeID])
-        #expect(try await survivor.heartbeat(host: "b", now: t0).live == [dying.nodeID, survivor.nodeID])
+        #expect(ids(try await dying.heartbeat(host: "a", now: t0).live) == [dying.nodeID])
+        #expect(ids(try await survivor.heartbeat(host: "b", now: t0).live) == [dying.nodeID, survivor.nodeID])
         // The dying node claims every due row and holds a delivery being pushed.
         #expect(try await dying.dueSchedules(notAfter: Date(), limit: 10).count == 3)
         let recorded = try await dying.recordDeliveries([
@@ -48,7 +85,7 @@ struct NodeMembershipTests {
         // 11 s: ended; its three claims and one lease are free now, ten minutes before they would end.
         let late = try await survivor.heartbeat(host: "b", now: t0.addingTimeInterval(11))
         #expect(late.ended == [EndedNode(id: dying.nodeID, claims: 3, leases: 1)])
-        #expect(late.live == [survivor.nodeID])
+        #expect(ids(late.live) == [survivor.nodeID])
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).count == 3)
         let taken = try await survivor.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
         #expect(taken.map(\.id) == recorded.map(\.id))

@@ -200,6 +200,27 @@ struct PushGatewayTests {
         running.cancel()
     }
 
+    @Test("Shedding drops the queue, frees a producer waiting for room, takes nothing until resumed")
+    func shedding() async throws {
+        let f = try await StoreFixture.make(.sqlite)
+        try await register(f, f.a, 1)
+        // Not running: nothing leaves the queue, so the third delivery's producer waits for room.
+        let gateway = makeGateway(f, ScriptedTransport(), .init(queueCapacityPerTenant: 2, workers: 1))
+        var deliveries: [Delivery] = []
+        for _ in 0..<4 { deliveries.append(try await deliver(f, f.a)) }
+        #expect(await gateway.enqueue(contentsOf: deliveries.prefix(2).map { ($0, nil) }) == 2)
+        let third = deliveries[2]
+        let waiting = Task { await gateway.enqueue(third) }
+        #expect(try await eventually { await gateway.snapshot().queued[f.acme] == 2 })
+        #expect(await gateway.shed() == 2)
+        #expect(await waiting.value == false)
+        #expect(await gateway.snapshot().queued[f.acme] == 0)
+        #expect(await gateway.enqueue(deliveries[3]) == false)
+        await gateway.resumeTaking()
+        // The dropped ones are not pending any more: a later sweep queues them again.
+        #expect(await gateway.enqueue(contentsOf: deliveries.prefix(2).map { ($0, nil) }) == 2)
+    }
+
     @Test(
         "Deliveries enqueued together: duplicates ignored, each tenant's in its own queue, each pushed once",
         arguments: StoreKind.allCases

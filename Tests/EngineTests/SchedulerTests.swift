@@ -74,10 +74,10 @@ struct SchedulerTests {
         defer { running.cancel() }
         if kind == .postgres {
             // The first run's leases hold the deliveries until they end: only then may another run push them.
-            #expect(try await second.requeueUnsettled(now: now) == 0)
+            #expect(try await second.requeueUnsettled(now: now).queued == 0)
             try await Task.sleep(for: StoreFixture.leaseTime + .milliseconds(500))
         }
-        #expect(try await second.requeueUnsettled(now: now) == 2)
+        #expect(try await second.requeueUnsettled(now: now).queued == 2)
         try await second.tick(now: now)
         #expect(second.statistics.assigned == 0)
         try await second.tick(now: try utc("2026-11-23T08:00:01Z"))
@@ -117,7 +117,7 @@ struct SchedulerTests {
         ])
         #expect(again.isEmpty)
         // Nothing is left to push again.
-        #expect(try await second.requeueUnsettled(now: now) == 0)
+        #expect(try await second.requeueUnsettled(now: now).queued == 0)
         // The day's report counts each of acme's days once, across the restart.
         let day = try LocalDate(parsing: "2026-11-23")
         let report = try await f.store.engagement(tenant: f.acme, from: day, through: day)

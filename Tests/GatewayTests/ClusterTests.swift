@@ -3,6 +3,7 @@ import Engine
 import Foundation
 import Gateway
 import NIOCore
+import NIOPosix
 import TestSupport
 import Testing
 
@@ -63,13 +64,27 @@ struct ClusterTests {
         }
     }
 
-    /// The pushes APNs accepted from one node, from its `/metrics`.
-    static func acceptedPushes(_ node: RunningBroker, client: HTTPClient) async throws -> Int {
-        guard let port = try await node.port(matching: /listener=admin port=(\d+)/) else { return 0 }
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/metrics")
+    /// A loopback port nothing listens on (bound, read and closed: connections to it are refused).
+    static func closedPort() throws -> Int {
+        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).wait()
+        let port = channel.localAddress?.port ?? 1
+        try channel.close().wait()
+        return port
+    }
+
+    /// A page of a node's admin listener.
+    static func adminGet(_ node: RunningBroker, _ path: String, client: HTTPClient) async throws -> String {
+        guard let port = try await node.port(matching: /listener=admin port=(\d+)/) else { return "" }
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
         request.headers.add(name: "Authorization", value: "Bearer t0ken")
         let response = try await client.execute(request, timeout: .seconds(10))
-        let text = String(buffer: try await response.body.collect(upTo: 4 << 20))
+        return String(buffer: try await response.body.collect(upTo: 4 << 20))
+    }
+
+    /// The pushes APNs accepted from one node, from its `/metrics`.
+    static func acceptedPushes(_ node: RunningBroker, client: HTTPClient) async throws -> Int {
+        let text = try await adminGet(node, "/metrics", client: client)
         return text.split(separator: "\n").filter {
             $0.hasPrefix("broker_push_sent_total") && $0.contains("outcome=\"accepted\"")
         }.reduce(0) { $0 + (Int(Double($1.split(separator: " ").last ?? "0") ?? 0)) }
@@ -114,6 +129,53 @@ struct ClusterTests {
         let record = try await cluster.record()
         #expect(record.rejected == 0 && record.accepted == users, "\(record)")
         #expect(try await cluster.probe.integers("SELECT COUNT(*) FROM provider_tokens").first == 1)
+    }
+
+    @Test("A node that cannot reach APNs hands its leased and claimed work to a node that can")
+    func failingNodeHandsBack() async throws {
+        try await HeavyTestGate.shared.run { try await self.failingNodeHandsBackAlone() }
+    }
+
+    private func failingNodeHandsBackAlone() async throws {
+        let users = 2_000
+        // Claims, leases and sweeps of ten minutes: only the hand-back can free the failing node's work in time.
+        let cluster = try await Cluster.start(
+            users: users,
+            delayMilliseconds: 50,
+            settings:
+                #""claimSeconds": 600, "leaseSeconds": 600, "sweepSeconds": 600, "heartbeatSeconds": 1, "nodeSilenceSeconds": 5, "pushGiveUpSeconds": 3"#
+        )
+        defer { cluster.stop() }
+        // Node 1's APNs is a port nothing listens on: every push fails without an answer.
+        let closed = try Self.closedPort()
+        let config = try String(contentsOfFile: cluster.data + "/node1.json", encoding: .utf8)
+        try config.replacingOccurrences(
+            of: "\"production\": \"127.0.0.1:\(cluster.simulator.port)\"",
+            with: "\"production\": \"127.0.0.1:\(closed)\""
+        )
+        .write(toFile: cluster.data + "/node1.json", atomically: true, encoding: .utf8)
+        var nodes: [RunningBroker] = []
+        defer { for node in nodes where node.process.isRunning { _ = node.stop() } }
+        nodes.append(try cluster.node(1))
+        // It takes work it cannot push: due rows become deliveries leased to it.
+        let recorded = try await eventually(seconds: 60) {
+            try await cluster.probe.integers("SELECT COUNT(*) FROM deliveries").first ?? 0 > 0
+        }
+        #expect(recorded, "\(nodes[0].output.suffix(3000))")
+        nodes.append(try cluster.node(2))
+        let finished = try await eventually(seconds: 120) { try await cluster.pushed() == users }
+        let count = try await cluster.pushed()
+        #expect(finished, "\(count) of \(users): \(nodes.map { $0.output.suffix(2000) })")
+        #expect(nodes[0].output.contains("work handed to the other nodes"), "\(nodes[0].output.suffix(3000))")
+        // Its /inspect says since when its pushes fail.
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = client.shutdown() }
+        let inspect = try await Self.adminGet(nodes[0], "/inspect", client: client)
+        #expect(inspect.contains("\"failingSince\""), "\(inspect.prefix(2000))")
+        for node in nodes { #expect(node.stop() == 0, "\(node.output.suffix(2000))") }
+        let record = try await cluster.record()
+        #expect(record.accepted == users, "\(record)")
+        #expect(try await cluster.probe.integers("SELECT COUNT(*) FROM deliveries").first == users)
     }
 
     @Test(

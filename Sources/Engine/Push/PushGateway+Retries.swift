@@ -40,6 +40,7 @@ extension PushGateway {
                 let started = ContinuousClock.now
                 result = await transport.send(push)
                 metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
+                health.withLock { $0.observe(result, at: Date()) }
                 if let kind = result.refusalKind { await noteRefusals(tenant.id, [kind: 1]) }
             }
             let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))

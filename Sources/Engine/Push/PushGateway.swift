@@ -1,6 +1,7 @@
 import DequeModule
 import Foundation
 import Logging
+import Synchronization
 
 /// Takes deliveries, pushes them to every device of their user, and reports each outcome to the ledger and the
 /// token registry.
@@ -30,19 +31,23 @@ public actor PushGateway {
         var target: PushTarget?
     }
 
-    private var queues: [TenantID: Deque<Job>] = [:]
-    private var rotation: Deque<TenantID> = []
+    var queues: [TenantID: Deque<Job>] = [:]
+    var rotation: Deque<TenantID> = []
     /// Every tenant that has had a queue: its depth reads 0 when empty, rather than not at all.
     private var servedTenants: Set<TenantID> = []
-    private var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
+    var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
     private var nextWaiter: UInt64 = 0
     /// Deliveries queued or in flight: a second enqueue of one of them (a sweep, a restart) is ignored.
-    private var pending: Set<DeliveryID> = []
+    var pending: Set<DeliveryID> = []
     /// Deliveries a paused tenant put back into its queue while their push was running.
     private var requeued: Set<DeliveryID> = []
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
     private var paused: [TenantID: String] = [:]
     private var stopping = false
+    /// This node cannot push and has handed its work back: queued pushes were dropped and none is taken.
+    var shedding = false
+    /// Whether pushes get through (``PushHealth``), from every answer; read by the scheduler without waiting.
+    let health: Mutex<PushHealth>
     /// Places of the pushes awaiting an answer (`configuration.workers`).
     private let permits: PushPermits
     public private(set) var statistics = PushStatistics()
@@ -67,6 +72,7 @@ public actor PushGateway {
         self.metrics = metrics
         self.catalog = CatalogCache(store: store)
         self.permits = PushPermits(configuration.workers)
+        self.health = Mutex(PushHealth(window: configuration.givingUpAfter))
     }
 
     /// Queues a delivery's push, suspending while the tenant's queue is full. Returns false when it was not
@@ -74,8 +80,8 @@ public actor PushGateway {
     /// stays unpushed in the ledger and is pushed again later).
     @discardableResult
     public func enqueue(_ delivery: Delivery, target: PushTarget? = nil) async -> Bool {
-        guard !pending.contains(delivery.id) else { return false }
-        while (queues[delivery.tenant]?.count ?? 0) >= configuration.queueCapacityPerTenant, !stopping {
+        guard !pending.contains(delivery.id), !shedding else { return false }
+        while (queues[delivery.tenant]?.count ?? 0) >= configuration.queueCapacityPerTenant, !stopping, !shedding {
             if Task.isCancelled { return false }
             nextWaiter &+= 1
             let id = nextWaiter
@@ -85,7 +91,7 @@ public actor PushGateway {
                 Task { await self.release(waiter: id, tenant: delivery.tenant) }
             }
         }
-        guard !stopping, !Task.isCancelled, !pending.contains(delivery.id) else { return false }
+        guard !stopping, !shedding, !Task.isCancelled, !pending.contains(delivery.id) else { return false }
         if queues[delivery.tenant] == nil { rotate(delivery.tenant) }
         queues[delivery.tenant, default: []].append(Job(delivery: delivery, target: target))
         pending.insert(delivery.id)
@@ -99,7 +105,7 @@ public actor PushGateway {
         var queued = 0
         var next = items.startIndex
         while next < items.endIndex {
-            if stopping || Task.isCancelled { break }
+            if stopping || shedding || Task.isCancelled { break }
             let tenant = items[next].delivery.tenant
             let room = configuration.queueCapacityPerTenant - (queues[tenant]?.count ?? 0)
             guard room > 0 else {
@@ -360,6 +366,8 @@ public actor PushGateway {
             var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
             var verdicts: [TokenVerdict] = []
             metrics.pushes(tenant: tenantID, answers)
+            let answered = Date()
+            health.withLock { health in for answer in answers { health.observe(answer.result, at: answered) } }
             var refused: [String: Int] = [:]
             for answer in answers {
                 if let kind = answer.result.refusalKind { refused[kind, default: 0] += 1 }

@@ -15,17 +15,22 @@ public struct PushGatewayConfiguration: Sendable {
     /// and one write, and their marks committed together.
     public var batchSize: Int
     public var policy: PushOutcomePolicy
+    /// Pushes failing with none accepted this long: on a shared store the node hands its work to the others,
+    /// holds as long again, then probes (``PushHealth``).
+    public var givingUpAfter: Duration
 
     public init(
         queueCapacityPerTenant: Int = 1000,
         workers: Int = 4000,
         batchSize: Int = 250,
-        policy: PushOutcomePolicy = .init()
+        policy: PushOutcomePolicy = .init(),
+        givingUpAfter: Duration = .seconds(60)
     ) {
         self.queueCapacityPerTenant = max(1, queueCapacityPerTenant)
         self.workers = max(1, workers)
         self.batchSize = max(1, min(batchSize, self.workers))
         self.policy = policy
+        self.givingUpAfter = max(.seconds(1), givingUpAfter)
     }
 
     /// Batches at once: four times what the places hold in whole batches, so that while a batch waits for its

@@ -27,11 +27,15 @@ public protocol ScheduleStore: Sendable {
     /// How many batches' commits the scheduler may have under way at once (1 or more): a store with one writer
     /// gains nothing from a second, a database server works on one batch's transaction while it runs another's.
     var concurrentCommits: Int { get }
+    /// Ends this node's claims on due rows and leases on deliveries at once, so that other nodes take them (this
+    /// node cannot push); nil for a store with no other node to take them.
+    func handBackWork() async throws -> EndedNode?
 }
 
 extension ScheduleStore {
     public var leasesUnsettledDeliveries: Bool { false }
     public var concurrentCommits: Int { 1 }
+    public func handBackWork() async throws -> EndedNode? { nil }
 }
 
 /// A position in the due index's (fire time, user) order.

@@ -11,13 +11,15 @@ import Synchronization
 /// Backpressure: `enqueue` suspends while the tenant's push queue is full, so the scheduler reads the index
 /// only as fast as APNs takes pushes, and memory holds one batch.
 public actor Scheduler {
-    private let store: any SchedulerStore
+    let store: any SchedulerStore
     private let ledger: DeliveryLedger
-    private let gateway: PushGateway?
-    private let configuration: SchedulerConfiguration
+    let gateway: PushGateway?
+    let configuration: SchedulerConfiguration
     private let planner: DispatchPlanner
     private let selector = ImpulseSelector()
-    private let logger: Logger
+    let logger: Logger
+    /// The push mode the loop last acted on (``PushHealth``).
+    var lastPushMode = PushHealth.Mode.pushing
     private let metrics: BrokerMetrics
     private let counters = Mutex(SchedulerStatistics())
     private var tenants: [TenantID: (tenant: Tenant, catalog: CatalogIndex, loadedAt: ContinuousClock.Instant)] = [:]
@@ -68,7 +70,8 @@ public actor Scheduler {
         // The dispatch is not failing until a pass fails: say so from the start.
         publishHealth()
         do {
-            _ = try await requeueUnsettled(now: Date())
+            let limit = store.leasesUnsettledDeliveries ? configuration.sweepShare : .max
+            if try await requeueUnsettled(now: Date(), limit: limit).leased >= limit { sweepSoon() }
         } catch is CancellationError {
             return
         } catch {
@@ -76,6 +79,12 @@ public actor Scheduler {
         }
         var lastSweep = ContinuousClock.now
         while !Task.isCancelled {
+            // A node that cannot push takes nothing (holding), or a probe's share (probing).
+            let share = await pushShare()
+            guard let share else {
+                do { try await Task.sleep(for: configuration.pollInterval) } catch { break }
+                continue
+            }
             let requested = sweepRequested.withLock { requested in
                 defer { requested = false }
                 return requested
@@ -86,14 +95,21 @@ public actor Scheduler {
                     // Deliveries assigned in the last two minutes may be in this node's pipeline; a store that leases
                     // them leaves out those being pushed by itself.
                     let settleTime: Duration = store.leasesUnsettledDeliveries ? .zero : .seconds(120)
-                    _ = try await requeueUnsettled(now: Date(), settleTime: settleTime)
+                    // A store that does not lease returns the same first rows again: it is read whole.
+                    let limit =
+                        !store.leasesUnsettledDeliveries
+                        ? .max
+                        : share.probing ? configuration.probeShare : configuration.sweepShare
+                    let swept = try await requeueUnsettled(now: Date(), settleTime: settleTime, limit: limit)
+                    // A full share: more may be left; this node takes another once its queue has room.
+                    if swept.leased >= limit, !share.probing { sweepSoon() }
                 } catch {
                     logger.warning("cannot read unpushed deliveries", metadata: ["error": "\(error)"])
                 }
             }
             var processed = 0
             do {
-                processed = try await pipelinedTick(now: Date())
+                processed = try await pipelinedTick(now: Date(), limit: share.batch)
             } catch is CancellationError {
                 await settlePipeline()
                 return
@@ -101,8 +117,8 @@ public actor Scheduler {
                 cursor = nil
                 failed(error)
             }
-            // A full batch: read on while it commits (unless something failed).
-            if processed >= configuration.batchSize, !passFailed { continue }
+            // A full batch: read on while it commits (unless something failed, or it was a probe's).
+            if processed >= share.batch, !passFailed, !share.probing { continue }
             // The end of a pass over the due rows, or a failure: let the last batch land first.
             await settlePipeline()
             if passFailed {
@@ -136,9 +152,9 @@ public actor Scheduler {
     /// it reads after the cursor. (Should a commit fail while a later one is still in flight, the pass starts
     /// again from the first due row and may decide that later batch's rows twice: its commit's compare-and-set
     /// on the fire time and the daily key keep the second decision from moving a row or recording a day again.)
-    private func pipelinedTick(now: Date) async throws -> Int {
-        let due = try await store.dueSchedules(notAfter: now, after: cursor, limit: configuration.batchSize)
-        let reminders = try await store.dueReminders(notAfter: now, limit: configuration.batchSize)
+    private func pipelinedTick(now: Date, limit: Int) async throws -> Int {
+        let due = try await store.dueSchedules(notAfter: now, after: cursor, limit: limit)
+        let reminders = try await store.dueReminders(notAfter: now, limit: limit)
         if let last = due.last {
             let decided = try await decide(due, now: now)
             while committing.count >= max(1, store.concurrentCommits) {
@@ -165,12 +181,17 @@ public actor Scheduler {
     }
 
     /// Waits for the batches being committed, if any.
-    private func settlePipeline() async {
+    func settlePipeline() async {
         while !committing.isEmpty {
             let oldest = committing.removeFirst()
             if Task.isCancelled { oldest.cancel() }
             await oldest.value
         }
+    }
+
+    /// Starts the next pass from the first due row.
+    func resetCursor() {
+        cursor = nil
     }
 
     private func commitFailed(_ error: any Error) {
@@ -247,16 +268,28 @@ public actor Scheduler {
 
     /// Hands deliveries recorded but never settled by the push gateway (the process stopped, or APNs kept failing)
     /// to it again; those assigned less than `settleTime` ago are left alone (their outcome may be in flight).
+    /// Takes at most `limit` (on a shared store, leases at most that many). Returns how many were read (and, on a
+    /// shared store, leased) and how many queued.
     @discardableResult
-    public func requeueUnsettled(now: Date, settleTime: Duration = .zero) async throws -> Int {
-        guard gateway != nil else { return 0 }
+    public func requeueUnsettled(
+        now: Date,
+        settleTime: Duration = .zero,
+        limit: Int = .max
+    ) async throws -> (leased: Int, queued: Int) {
+        guard gateway != nil else { return (0, 0) }
         let since = now.addingTimeInterval(-configuration.staleness.seconds)
         var after: DeliveryID?
+        var read = 0
         var total = 0
-        while true {
-            let page = try await store.unsettledDeliveries(assignedAfter: since, after: after, limit: 1000)
+        while read < limit {
+            let page = try await store.unsettledDeliveries(
+                assignedAfter: since,
+                after: after,
+                limit: min(1000, limit - read)
+            )
             guard let last = page.last else { break }
             after = last.id
+            read += page.count
             let settled = now.addingTimeInterval(-settleTime.seconds)
             let queued = try await push(page.filter { $0.assignedAt <= settled })
             total += queued
@@ -266,7 +299,7 @@ public actor Scheduler {
         if total > 0 {
             logger.notice("pushing deliveries a previous run left unpushed", metadata: ["count": "\(total)"])
         }
-        return total
+        return (read, total)
     }
 
     /// When the earliest row or reminder is due, and how late the scheduler is (how long the oldest due row has

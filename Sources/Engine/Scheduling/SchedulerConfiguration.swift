@@ -20,6 +20,12 @@ public struct SchedulerConfiguration: Sendable {
     /// The first and the longest pause after a failed pass (the store failing), doubling in between, jittered.
     public var failureBackoff: Duration
     public var maximumFailureBackoff: Duration
+    /// Unsettled deliveries one sweep leases at most (a shared store): a restarted node, or the first node to
+    /// sweep after another failed, does not take every expired lease; it sweeps again when it took a full share.
+    public var sweepShare: Int
+    /// Due rows and deliveries a node that has just given up on pushing takes to learn whether pushes get
+    /// through again (``PushHealth``).
+    public var probeShare: Int
 
     public init(
         batchSize: Int = 500,
@@ -30,7 +36,9 @@ public struct SchedulerConfiguration: Sendable {
         sweepInterval: Duration = .seconds(60),
         catalogTTL: Duration = .seconds(60),
         failureBackoff: Duration = .milliseconds(200),
-        maximumFailureBackoff: Duration = .seconds(30)
+        maximumFailureBackoff: Duration = .seconds(30),
+        sweepShare: Int = 5000,
+        probeShare: Int = 20
     ) {
         self.batchSize = max(1, batchSize)
         self.pollInterval = pollInterval
@@ -41,6 +49,8 @@ public struct SchedulerConfiguration: Sendable {
         self.catalogTTL = catalogTTL
         self.failureBackoff = failureBackoff
         self.maximumFailureBackoff = maximumFailureBackoff
+        self.sweepShare = max(1, sweepShare)
+        self.probeShare = max(1, probeShare)
     }
 }
 

@@ -17,8 +17,9 @@ public protocol NodeMembership: Sendable {
     func nodes() async throws -> [NodeRecord]
 }
 
-/// What a heartbeat found: the silent nodes it ended, and the ids of the nodes still keeping a heartbeat
-/// (this one included).
+/// What a heartbeat found: the silent nodes it ended, and the nodes still keeping a heartbeat (this one
+/// included), each as `id@start`: a node that restarted, or handed its work back (``ScheduleStore/handBackWork()``)
+/// and came back, appears anew, so that the others sweep for what it left.
 public struct Heartbeat: Sendable, Equatable {
     public var ended: [EndedNode]
     public var live: Set<String>

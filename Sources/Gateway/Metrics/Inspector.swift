@@ -73,8 +73,17 @@ public struct Inspector: Sendable {
         var pool: [String: Int]
     }
 
+    /// Whether this node's pushes get through (PushHealth): present while they fail with none accepted.
+    struct PushingView: Encodable {
+        var failingSince: String?
+        /// When the node gave up and handed its work to the others (it holds, then probes).
+        var gaveUpAt: String?
+        var probing: Bool
+    }
+
     struct View: Encodable {
         var node: String
+        var pushing: PushingView?
         var database: DatabaseView?
         var uptimeSeconds: Int
         var pushesInFlight: Int?
@@ -179,8 +188,19 @@ public struct Inspector: Sendable {
                 pool: ["inUse": state.poolInUse, "waiting": state.poolWaiting, "size": state.poolSize]
             )
         }
+        let format = ISO8601DateFormatter()
+        let pushing = gateway.map(\.currentPushHealth).flatMap { health in
+            health.failingSince == nil && !health.probing
+                ? nil
+                : PushingView(
+                    failingSince: health.failingSince.map(format.string(from:)),
+                    gaveUpAt: health.gaveUpAt.map(format.string(from:)),
+                    probing: health.probing
+                )
+        }
         return View(
             node: only == nil ? store.nodeID : "",
+            pushing: only == nil ? pushing : nil,
             database: database,
             uptimeSeconds: only == nil ? Int(now.timeIntervalSince(startedAt)) : 0,
             pushesInFlight: only == nil ? snapshot?.inFlight : nil,

@@ -25,9 +25,17 @@ extension PostgresStore: NodeMembership {
             ).map { try $0.at(0, as: String.self) }
             var ended: [EndedNode] = []
             for id in silent { ended.append(try await Self.release(id, connection: connection, logger: logger)) }
-            let live = try await connection.rows("SELECT id FROM nodes", logger).map { try $0.at(0, as: String.self) }
+            let live = try await connection.rows("SELECT id, started_at FROM nodes", logger).map {
+                "\(try $0.at(0, as: String.self))@\(try $0.at(1, as: Double.self))"
+            }
             return Heartbeat(ended: ended, live: Set(live))
         }
+    }
+
+    /// Ends this node's claims and leases and its row: the other nodes' next heartbeat finds it gone and sweeps at
+    /// once; this node's own next heartbeat records it again.
+    public func handBackWork() async throws -> EndedNode? {
+        try await endNode(nodeID)
     }
 
     public func endNode(_ id: String) async throws -> EndedNode {
