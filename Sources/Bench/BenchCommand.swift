@@ -33,6 +33,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Node counts the postgres scenario runs the burst with, comma-separated.")
     var nodes = "1,2"
 
+    @Option(help: "Users due at once in the cluster scenario (three nodes; undisturbed, one killed, a rolling stop).")
+    var clusterUsers = 1_000_000
+
     @Option(help: "Seconds the overload scenario offers twice the REST capacity.")
     var overloadSeconds = 20
 
@@ -74,7 +77,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run aioapns in the peer scenario (without it: the gateway alone).")
     var peerClient = true
 
-    static let defaultScenarios = "burst,rejections,rest,peer,outage,restarts,overload,imports,postgres"
+    static let defaultScenarios = "burst,rejections,rest,peer,outage,restarts,overload,imports,postgres,cluster"
 
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
@@ -106,10 +109,11 @@ struct BenchCommand: AsyncParsableCommand {
             : Size(users: users, requests: requests, peerPushes: peerPushes)
         var wanted = Set(scenarios.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
         if database == nil {
-            guard scenarios.contains("postgres") == false || scenarios == Self.defaultScenarios else {
-                throw ValidationError("the postgres scenario needs --database postgres://...")
+            guard wanted.isDisjoint(with: ["postgres", "cluster"]) || scenarios == Self.defaultScenarios else {
+                throw ValidationError("the postgres and cluster scenarios need --database postgres://...")
             }
             wanted.remove("postgres")
+            wanted.remove("cluster")
         }
         let gateway = PushGatewayConfiguration(
             queueCapacityPerTenant: 10_000,
@@ -218,6 +222,14 @@ struct BenchCommand: AsyncParsableCommand {
             if let one = seconds(1), let sqlite { against["oneNode"] = one / sqlite }
             if let one = seconds(1), let two = seconds(2) { against["twoNodesAgainstOne"] = two / one }
             results["postgresAgainstSQLite"] = against
+        }
+        if wanted.contains("cluster"), let database {
+            results["cluster"] = try await ClusterRoll.run(
+                server: database,
+                users: smoke ? 3000 : clusterUsers,
+                simulator: simulator,
+                work: work + "/cluster"
+            )
         }
         let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])
         FileHandle.standardOutput.write(data)
