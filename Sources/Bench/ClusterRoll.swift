@@ -78,15 +78,7 @@ enum ClusterRoll {
         try await simulator.prepare(deadPercent: 0)
         for node in 1...3 {
             // The shared burst's settings, the heartbeat's defaults (3 s, silence 10 s), the default grace period.
-            let config = """
-                {"dataDirectory": "\(work)/node\(node)", "database": "\(url)", "listen": "127.0.0.1:0",
-                 "adminListen": "off", "logLevel": "notice", "spreadSeconds": 0, "dispatchBatchSize": 5000,
-                 "apns": {"mode": "external", "production": "127.0.0.1:\(simulator.port)", "serverHostname": "localhost",
-                          "trustRoots": "\(simulator.certificatePath)",
-                          "credential": {"teamID": "\(simulator.identity.teamID)", "keyID": "\(simulator.identity.keyID)",
-                                         "keyFile": "\(simulator.keyPath)"}}}
-                """
-            try config.write(toFile: "\(work)/node\(node).json", atomically: true, encoding: .utf8)
+            try SharedBurst.writeConfiguration(node: node, url: url, simulator: simulator, work: work, logLevel: "notice")
         }
         FileHandle.standardError.write(Data("  cluster (\(event.rawValue)): dispatch starts\n".utf8))
         let startedAt = Date()

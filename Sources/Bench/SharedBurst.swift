@@ -71,16 +71,7 @@ enum SharedBurst {
         let started = ContinuousClock.now
         let databaseCPUStarted = Machine.cpuSeconds(command: "postgres")
         for node in 1...nodes {
-            // The same settings as the in-process SQLite burst: batches of 5,000 due rows, no spread.
-            let config = """
-                {"dataDirectory": "\(work)/node\(node)", "database": "\(url)", "listen": "127.0.0.1:0",
-                 "adminListen": "off", "logLevel": "error", "spreadSeconds": 0, "dispatchBatchSize": 5000,
-                 "apns": {"mode": "external", "production": "127.0.0.1:\(simulator.port)", "serverHostname": "localhost",
-                          "trustRoots": "\(simulator.certificatePath)",
-                          "credential": {"teamID": "\(simulator.identity.teamID)", "keyID": "\(simulator.identity.keyID)",
-                                         "keyFile": "\(simulator.keyPath)"}}}
-                """
-            try config.write(toFile: "\(work)/node\(node).json", atomically: true, encoding: .utf8)
+            try writeConfiguration(node: node, url: url, simulator: simulator, work: work, logLevel: "error")
             let process = Process()
             process.executableURL = URL(fileURLWithPath: SimulatorProcess.brokerBinary)
             process.arguments = ["serve", "--config", "\(work)/node\(node).json"]
@@ -140,6 +131,26 @@ enum SharedBurst {
             "databaseCPUMicrosecondsPerUser": databaseCPU / Double(users) * 1e6,
             "deliveriesPerNode": byNode,
         ]
+    }
+
+    /// `<work>/node<N>.json` for a node with its own data folder on `url`: the same settings as the in-process
+    /// SQLite burst (batches of 5,000 due rows, no spread), pushing to the simulator.
+    static func writeConfiguration(
+        node: Int,
+        url: String,
+        simulator: SimulatorProcess,
+        work: String,
+        logLevel: String
+    ) throws {
+        let config = """
+            {"dataDirectory": "\(work)/node\(node)", "database": "\(url)", "listen": "127.0.0.1:0",
+             "adminListen": "off", "logLevel": "\(logLevel)", "spreadSeconds": 0, "dispatchBatchSize": 5000,
+             "apns": {"mode": "external", "production": "127.0.0.1:\(simulator.port)", "serverHostname": "localhost",
+                      "trustRoots": "\(simulator.certificatePath)",
+                      "credential": {"teamID": "\(simulator.identity.teamID)", "keyID": "\(simulator.identity.keyID)",
+                                     "keyFile": "\(simulator.keyPath)"}}}
+            """
+        try config.write(toFile: "\(work)/node\(node).json", atomically: true, encoding: .utf8)
     }
 
     /// A connection to the server for the benchmark's own statements.

@@ -7,7 +7,15 @@ import Logging
 /// Opens the store for an admin command and turns Engine errors into a clear message and exit code.
 func withStore(_ common: CommonOptions, _ body: (any BrokerStore, BrokerSettings) async throws -> Void) async throws {
     let settings = try BrokerSettings(options: common)
-    let logger = bootstrapLogging(min(settings.logLevel, .warning))
+    try await withStore(settings, logger: bootstrapLogging(min(settings.logLevel, .warning)), body)
+}
+
+/// The same with settings and logging the command chose (`broker migrate` leaves the schema to itself).
+func withStore(
+    _ settings: BrokerSettings,
+    logger: Logger,
+    _ body: (any BrokerStore, BrokerSettings) async throws -> Void
+) async throws {
     // The arguments parsed: what fails from here on is the command's work, reported without the usage text.
     do {
         let store = try await settings.openStore(logger: logger)

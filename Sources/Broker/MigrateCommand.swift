@@ -48,19 +48,8 @@ struct MigrateCommand: AsyncParsableCommand {
             Foundation.exit(3)
         }
         defer { watchdog.cancel() }
-        let pendingFound: Bool
-        do {
-            let store = try await settings.openStore(logger: logger)
-            do {
-                pendingFound = try await report(store)
-            } catch {
-                await store.close()
-                throw error
-            }
-            await store.close()
-        } catch let error as EngineError {
-            throw CommandFailure(error.message)
-        }
+        var pendingFound = false
+        try await withStore(settings, logger: logger) { store, _ in pendingFound = try await report(store) }
         if check && pendingFound { throw ExitCode(2) }
     }
 

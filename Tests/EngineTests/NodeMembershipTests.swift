@@ -17,6 +17,20 @@ struct NodeMembershipTests {
         return try await PostgresStore(configuration: configuration, logger: StoreFixture.logger)
     }
 
+    /// One delivery awaiting its push, recorded (and so leased) by `node`.
+    func leaseOne(_ f: StoreFixture, to node: PostgresStore) async throws -> [Delivery] {
+        try await node.recordDeliveries([
+            NewDelivery(
+                tenant: f.acme,
+                user: f.a.id,
+                impulse: try ImpulseID("one"),
+                kind: .manual,
+                assignedAt: Date(),
+                awaitsPush: true
+            )
+        ])
+    }
+
     /// The node ids of a heartbeat's `id@start` identities.
     func ids(_ live: Set<String>) -> Set<String> {
         Set(live.map { String($0.split(separator: "@")[0]) })
@@ -31,16 +45,7 @@ struct NodeMembershipTests {
         _ = try await failing.heartbeat(host: "a", now: t0)
         let before = try await healthy.heartbeat(host: "b", now: t0).live
         #expect(try await failing.dueSchedules(notAfter: Date(), limit: 10).count == 3)
-        let recorded = try await failing.recordDeliveries([
-            NewDelivery(
-                tenant: f.acme,
-                user: f.a.id,
-                impulse: try ImpulseID("one"),
-                kind: .manual,
-                assignedAt: Date(),
-                awaitsPush: true
-            )
-        ])
+        let recorded = try await leaseOne(f, to: failing)
         let since = Date().addingTimeInterval(-3600)
         #expect(try await healthy.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
         #expect(try await failing.handBackWork() == EndedNode(id: failing.nodeID, claims: 3, leases: 1))
@@ -64,16 +69,7 @@ struct NodeMembershipTests {
         #expect(ids(try await survivor.heartbeat(host: "b", now: t0).live) == [dying.nodeID, survivor.nodeID])
         // The dying node claims every due row and holds a delivery being pushed.
         #expect(try await dying.dueSchedules(notAfter: Date(), limit: 10).count == 3)
-        let recorded = try await dying.recordDeliveries([
-            NewDelivery(
-                tenant: f.acme,
-                user: f.a.id,
-                impulse: try ImpulseID("one"),
-                kind: .manual,
-                assignedAt: Date(),
-                awaitsPush: true
-            )
-        ])
+        let recorded = try await leaseOne(f, to: dying)
         let since = Date().addingTimeInterval(-3600)
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).isEmpty)
         #expect(try await survivor.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
