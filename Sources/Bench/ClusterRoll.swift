@@ -78,7 +78,13 @@ enum ClusterRoll {
         try await simulator.prepare(deadPercent: 0)
         for node in 1...3 {
             // The shared burst's settings, the heartbeat's defaults (3 s, silence 10 s), the default grace period.
-            try SharedBurst.writeConfiguration(node: node, url: url, simulator: simulator, work: work, logLevel: "notice")
+            try SharedBurst.writeConfiguration(
+                node: node,
+                url: url,
+                simulator: simulator,
+                work: work,
+                logLevel: "notice"
+            )
         }
         FileHandle.standardError.write(Data("  cluster (\(event.rawValue)): dispatch starts\n".utf8))
         let startedAt = Date()
