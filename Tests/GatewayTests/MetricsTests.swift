@@ -2,9 +2,10 @@ import AsyncHTTPClient
 import Engine
 import Foundation
 import GRDB
-import Gateway
 import NIOCore
 import Testing
+
+@testable import Gateway
 
 @Suite("Metrics and inspection", .timeLimit(.minutes(2)))
 struct MetricsTests {
@@ -153,6 +154,38 @@ struct MetricsTests {
             }
             #expect(recovered, "\(view)")
         }
+    }
+
+    @Test("An APNs client certificate's expiry is exported per identity as a Unix time")
+    func apnsCertificateExpiry() async throws {
+        let data = TestBroker.temporaryDirectory()
+        let (certificate, key) = try SelfSignedCertificate.make(hostnames: ["provider.example"])
+        try certificate.write(toFile: data + "/apns.crt", atomically: true, encoding: .utf8)
+        try key.write(toFile: data + "/apns.key", atomically: true, encoding: .utf8)
+        // Nothing listens at APNs' address: the expiry comes from the identity loaded at start.
+        let config = """
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0",
+             "adminToken": "t0ken", "scheduler": false,
+             "apns": {"mode": "external", "production": "127.0.0.1:1",
+                      "credential": {"certificate": "\(data)/apns.crt", "privateKey": "\(data)/apns.key"}}}
+            """
+        try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
+        let broker = try RunningBroker(["serve", "--config", data + "/broker.json"])
+        defer { _ = broker.stop() }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = client.shutdown() }
+        let text = try await ClusterTests.adminGet(broker, "/metrics", client: client)
+        let line = text.split(separator: "\n").first {
+            $0.hasPrefix("broker_apns_certificate_expiry_timestamp_seconds{identity=\"default\"} ")
+        }
+        let exported = try #require(
+            line.flatMap { Double($0.split(separator: " ").last ?? "") },
+            "\(text.prefix(3000))"
+        )
+        let expiry = try #require(
+            TLSFiles(certificatePath: data + "/apns.crt", privateKeyPath: data + "/apns.key").certificateExpiry()
+        )
+        #expect(exported == expiry.timeIntervalSince1970)
     }
 
     @Test("The listener's certificate expiry is exported as a Unix time, read from its file")
