@@ -251,7 +251,7 @@ final class NGHTTP2Session {
         return events
     }
 
-    fileprivate func beginHeaders(_ streamID: Int32) {
+    func beginHeaders(_ streamID: Int32) {
         // Looked up by index: comparing `inbound[streamID]` with nil copied the stream out.
         guard inbound.index(forKey: streamID) == nil else { return }
         var stream = InboundStream()
@@ -261,7 +261,7 @@ final class NGHTTP2Session {
         inbound[streamID] = stream
     }
 
-    fileprivate func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+    func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         guard var stream = inbound.removeValue(forKey: streamID) else { return }
         defer { inbound[streamID] = stream }
         // Past the limit nothing more of the block is kept: an HPACK bomb (one byte on the wire naming a 4 KiB
@@ -284,7 +284,7 @@ final class NGHTTP2Session {
         )
     }
 
-    fileprivate func data(_ streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
+    func data(_ streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
         // Moved out of the table and back: its buffer stays uniquely referenced while appending, and the stream
         // is not copied (copying it was 3% of the simulator's time).
         guard var stream = inbound.removeValue(forKey: streamID) else { return }
@@ -320,7 +320,7 @@ final class NGHTTP2Session {
         stream.body.writeBytes(UnsafeRawBufferPointer(bytes))
     }
 
-    fileprivate func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+    func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
         let header = frame.pointee.hd
         let endStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch Int(header.type) {
@@ -380,7 +380,7 @@ final class NGHTTP2Session {
 
     /// Our answer's last frame is out: a stream answered early is reset (NO_ERROR, RFC 9113 section 8.1) so the
     /// peer stops sending a body nobody reads.
-    fileprivate func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
+    func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
         let header = frame.pointee.hd
         guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
             resetAfterAnswer.remove(header.stream_id) != nil
@@ -388,7 +388,7 @@ final class NGHTTP2Session {
         resetStream(header.stream_id, errorCode: HTTP2ErrorCode.noError)
     }
 
-    fileprivate func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+    func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         inbound[streamID] = nil
         dropBody(streamID)
         resetAfterAnswer.remove(streamID)
@@ -396,7 +396,7 @@ final class NGHTTP2Session {
     }
 
     /// Copies the next part of a stream's outbound body into nghttp2's buffer.
-    fileprivate func readBody(
+    func readBody(
         _ streamID: Int32,
         into target: UnsafeMutablePointer<UInt8>,
         capacity: Int,
@@ -426,81 +426,6 @@ final class NGHTTP2Session {
             outboundBodies[streamID] = body
         }
         return count
-    }
-
-    // MARK: Plumbing
-
-    /// Runs `body` with the session `userData` points to, without retaining it: nghttp2 calls back only from
-    /// inside `receive` and `drainOutput`, which the session itself runs, so it is alive throughout. (A retain
-    /// and a release per callback, one per header field, were 2.4% of the simulator's time.)
-    private static func withSession<T>(
-        _ userData: UnsafeMutableRawPointer?,
-        orElse fallback: T,
-        _ body: (NGHTTP2Session) -> T
-    ) -> T {
-        guard let userData else { return fallback }
-        return Unmanaged<NGHTTP2Session>.fromOpaque(userData)._withUnsafeGuaranteedRef(body)
-    }
-
-    /// A callback that only tells the session something: 0 (go on) to nghttp2.
-    private static func notify(_ userData: UnsafeMutableRawPointer?, _ body: (NGHTTP2Session) -> Void) -> Int32 {
-        withSession(userData, orElse: 0) { session in
-            body(session)
-            return 0
-        }
-    }
-
-    private static func bodyProvider() -> nghttp2_data_provider {
-        var provider = nghttp2_data_provider()
-        provider.read_callback = { _, streamID, buffer, length, flags, _, userData in
-            guard let buffer, let flags else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
-            return NGHTTP2Session.withSession(userData, orElse: Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)) {
-                $0.readBody(streamID, into: buffer, capacity: length, flags: flags)
-            }
-        }
-        return provider
-    }
-
-    private static func install(_ callbacks: OpaquePointer) {
-        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
-            guard let frame else { return 0 }
-            return NGHTTP2Session.notify(userData) { $0.beginHeaders(frame.pointee.hd.stream_id) }
-        }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
-            _,
-            frame,
-            name,
-            nameLength,
-            value,
-            valueLength,
-            _,
-            userData in
-            guard let frame, let name, let value else { return 0 }
-            return NGHTTP2Session.notify(userData) {
-                $0.header(
-                    frame.pointee.hd.stream_id,
-                    name: UnsafeBufferPointer(start: name, count: nameLength),
-                    value: UnsafeBufferPointer(start: value, count: valueLength)
-                )
-            }
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
-            guard let data else { return 0 }
-            return NGHTTP2Session.notify(userData) {
-                $0.data(streamID, UnsafeBufferPointer(start: data, count: length))
-            }
-        }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
-            guard let frame else { return 0 }
-            return NGHTTP2Session.notify(userData) { $0.frameReceived(frame) }
-        }
-        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
-            guard let frame else { return 0 }
-            return NGHTTP2Session.notify(userData) { $0.frameSent(frame) }
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
-            NGHTTP2Session.notify(userData) { $0.streamClosed(streamID, errorCode: errorCode) }
-        }
     }
 
     /// Calls `body` with an nghttp2 name/value array pointing into the block's bytes.
