@@ -227,7 +227,10 @@ paths["/health/live"] = {"get": op("Liveness: the process answers (a store outag
 paths["/openapi.json"] = {"get": op("This document", {"200": {"description": "the OpenAPI document", "content": {"application/json": {"schema": {"type": "object"}}}}}, NONE, tags=["operations"])}
 paths["/media/{path}"] = {"get": op("A public media file of `<dataDirectory>/media` (byte ranges, no login)",
     {"200": {"description": "the file", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
-     "206": {"description": "a byte range", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}},
+     "206": {"description": "a byte range", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+     "416": {"description": "the range starts past the file's end (problem `range-not-satisfiable`)",
+             "headers": {"Content-Range": {"description": "`bytes */<length>`: the file's length", "schema": {"type": "string"}}},
+             "content": {"application/problem+json": {"schema": ref("Problem")}}}},
     NONE, params=[p("path", "the file's path below media/ (may hold slashes)")], tags=["operations"])}
 
 T = ["operator"]

@@ -95,10 +95,15 @@ public struct MediaFiles: Sendable {
             switch ByteRange.parse(field, size: size) {
             case .none: break
             case .unsatisfiable:
-                headers[.contentRange] = "bytes */\(size)"
-                headers[.contentLength] = "0"
-                headers[.contentType] = nil
-                return Response(status: .rangeNotSatisfiable, headers: headers)
+                // RFC 9110 section 15.5.17: the representation's length, and what went wrong as a problem.
+                var problemHeaders: HTTPFields = [.contentRange: "bytes */\(size)", .acceptRanges: "bytes"]
+                problemHeaders.append(contentsOf: Self.protectiveHeaders)
+                throw Problem(
+                    .rangeNotSatisfiable,
+                    "range-not-satisfiable",
+                    "the range \(field) starts at or past the end of the file's \(size) bytes",
+                    headers: problemHeaders
+                )
             case .range(let bytes):
                 range = bytes
             }
