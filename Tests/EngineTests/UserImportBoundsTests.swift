@@ -25,6 +25,22 @@ struct UserImportBoundsTests {
         }
     }
 
+    @Test("A byte-order mark is dropped however the parts split it; bytes that only begin like one are kept")
+    func byteOrderMark() {
+        let csv = Array("username,password\njo,secret-pass\n".utf8)
+        for split in 0...4 {
+            var parser = UserImportParser(format: .csv)
+            let bytes = [0xEF, 0xBB, 0xBF] + csv
+            let rows = parser.feed(bytes.prefix(split)) + parser.feed(bytes.dropFirst(split)) + parser.finish()
+            let names = rows.compactMap { try? $0.get().username }
+            #expect(names == ["jo"], "split at \(split): \(rows)")
+        }
+        // An EF that is not a byte-order mark's is the header's first byte: the column is not `username`.
+        var parser = UserImportParser(format: .csv)
+        let rows = parser.feed([0xEF] + csv) + parser.finish()
+        #expect(rows.contains { if case .failure(let error) = $0 { error.fatal } else { false } }, "\(rows)")
+    }
+
     @Test("A per-row import of 3,000 rows, 1,500 rejected: 1,000 of each listed, the rest counted as omitted")
     func reportIsBounded() async throws {
         let f = try await StoreFixture.make()

@@ -29,6 +29,15 @@ struct UserImportTests {
         return report["rows"] as? [[String: Any]] ?? []
     }
 
+    @Test("A CSV saved by Excel (UTF-8 with a byte-order mark) is read as the same file without it")
+    func byteOrderMark() async throws {
+        try await TestBroker.run { broker in
+            let reply = try await importUsers(broker, "\u{FEFF}username,password\r\njo,j0-pass-word\r\n")
+            #expect(reply.status == 200 && reply.json["created"] as? Int == 1, "\(reply.text)")
+            #expect(rows(reply).first?["username"] as? String == "jo", "\(reply.text)")
+        }
+    }
+
     @Test(
         "CSV per row: created, rejected with reasons, then the same file again changes nothing",
         arguments: TestDatabase.allCases

@@ -25,6 +25,10 @@ public struct UserImportParser: Sendable {
     private var tooLong = false
     private var rowBytes = 0
     private var atRowStart = true
+    /// The first bytes, held while they may be UTF-8's byte-order mark (Excel writes one before a CSV).
+    private var leading: [UInt8] = []
+    private var pastStart = false
+    private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
     public init(format: Format, maxLineLength: Int = 64 * 1024) {
         self.format = format
@@ -34,13 +38,38 @@ public struct UserImportParser: Sendable {
     /// Rows (or their errors) completed by `bytes`.
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Result<UserImportRow, UserImportRowError>] {
         var out: [Result<UserImportRow, UserImportRowError>] = []
-        for byte in bytes { consume(byte, into: &out) }
+        for byte in bytes {
+            if pastStart {
+                consume(byte, into: &out)
+            } else {
+                start(byte, into: &out)
+            }
+        }
         return out
+    }
+
+    /// Drops a byte-order mark at the start of the file, however the parts split it.
+    private mutating func start(_ byte: UInt8, into out: inout [Result<UserImportRow, UserImportRowError>]) {
+        leading.append(byte)
+        if leading == Self.byteOrderMark {
+            leading = []
+            pastStart = true
+        } else if !Self.byteOrderMark.starts(with: leading) {
+            replayLeading(into: &out)
+        }
+    }
+
+    private mutating func replayLeading(into out: inout [Result<UserImportRow, UserImportRowError>]) {
+        pastStart = true
+        let held = leading
+        leading = []
+        for byte in held { consume(byte, into: &out) }
     }
 
     /// The last row, when the file does not end with a line break; and a CSV without a header is an error.
     public mutating func finish() -> [Result<UserImportRow, UserImportRowError>] {
         var out: [Result<UserImportRow, UserImportRowError>] = []
+        if !pastStart { replayLeading(into: &out) }
         if !atRowStart || !field.isEmpty || !fields.isEmpty { endRecord(into: &out) }
         if format == .csv, header == nil {
             out.append(
