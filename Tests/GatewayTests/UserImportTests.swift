@@ -29,6 +29,24 @@ struct UserImportTests {
         return report["rows"] as? [[String: Any]] ?? []
     }
 
+    @Test("Rows with the password hash a user has already are unchanged: no write, no audit entry")
+    func sameHashUnchanged() async throws {
+        try await TestBroker.run { broker in
+            let hash = try await Authenticator.hash("hashed-pass", cost: 4)
+            let other = try await Authenticator.hash("other-pass", cost: 4)
+            let csv = "username,passwordHash,language\nkim,\(hash),DE\nlou,\(hash),FR\n"
+            #expect(try await importUsers(broker, csv).json["created"] as? Int == 2)
+            let entries = try await broker.store.auditEntries(tenant: Fixture.acme, before: nil, limit: 100).count
+            let again = try await importUsers(broker, csv)
+            #expect(again.json["unchanged"] as? Int == 2 && again.json["updated"] as? Int == 0, "\(again.text)")
+            #expect(try await broker.store.auditEntries(tenant: Fixture.acme, before: nil, limit: 100).count == entries)
+            // Another hash is a change, and it takes effect.
+            let changed = try await importUsers(broker, "username,passwordHash\nkim,\(other)\n")
+            #expect(changed.json["updated"] as? Int == 1, "\(changed.text)")
+            #expect(try await broker.send(.GET, "/t/acme/v1/me", user: "kim", password: "other-pass").status == 200)
+        }
+    }
+
     @Test("A CSV saved by Excel (UTF-8 with a byte-order mark) is read as the same file without it")
     func byteOrderMark() async throws {
         try await TestBroker.run { broker in

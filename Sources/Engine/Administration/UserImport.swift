@@ -244,8 +244,11 @@ extension Administration {
         if var user = try await store.user(tenant: tenant, username: row.username) {
             let before = user
             try row.changes.apply(to: &user)
-            if user == before, row.password == nil, row.passwordHash == nil { return .unchanged(user) }
-            return .update(user, password: row.password, passwordHash: row.passwordHash)
+            // The hash the user has already changes nothing (re-importing an export is idempotent); a password
+            // would need a bcrypt check as costly as hashing it, so it is written.
+            let newHash = row.passwordHash == before.passwordHash ? nil : row.passwordHash
+            if user == before, row.password == nil, newHash == nil { return .unchanged(user) }
+            return .update(user, password: row.password, passwordHash: newHash)
         }
         guard row.password != nil || row.passwordHash != nil else {
             throw EngineError(.invalidInput, "a new user needs a password or a passwordHash")
