@@ -94,6 +94,39 @@ struct VersionedAPITests {
         }
     }
 
+    @Test("The profile shows the tenant's default quiet hours and programme days, as the scheduler applies them")
+    func profileMatchesScheduler() async throws {
+        try await TestBroker.run { broker in
+            let patched = try await broker.send(
+                .PATCH,
+                "/admin/v1/tenants/acme",
+                user: nil,
+                headers: AdminAPITests.bearer + [("Content-Type", "application/json")],
+                body: #"{"quietHours": {"start": "21:00", "end": "07:00"}, "weekdays": [1, 2, 3, 4, 5]}"#
+            )
+            #expect(patched.status == 200, "\(patched.text)")
+            let me = try await broker.send(.GET, "/v1/me")
+            let shown = try #require(me.json["preferences"] as? [String: Any], "\(me.text)")
+            #expect(shown["quietHours"] as? [String: String] == ["start": "21:00", "end": "07:00"], "\(me.text)")
+            #expect(shown["weekdays"] as? [Int] == [1, 2, 3, 4, 5], "\(me.text)")
+            // The scheduler's view of the same user: the same quiet hours and days, and so a Saturday is no
+            // delivery day and a delivery time at 22:00 fires at 07:00 the next morning.
+            let tenant = try #require(try await broker.store.tenant(Fixture.acme))
+            let alice = try #require(try await broker.store.user(tenant: Fixture.acme, username: "alice"))
+            let schedule = DailySchedule(
+                user: alice.id,
+                tenant: tenant,
+                preferences: alice.preferences,
+                spreadWindow: .zero
+            )
+            #expect(schedule.weekdays.days == shown["weekdays"] as? [Int])
+            #expect(schedule.quietHours.map { "\($0.start)-\($0.end)" } == "21:00-07:00")
+            // A user's own days choose among the programme's: the profile shows what is left.
+            let own = try await broker.send(.PUT, "/v1/me/preferences", body: #"{"weekdays": [5, 6, 7]}"#)
+            #expect((own.json["preferences"] as? [String: Any])?["weekdays"] as? [Int] == [5], "\(own.text)")
+        }
+    }
+
     @Test(
         "Profile shows defaults; preferences update, and invalid ones get 422 and change nothing",
         arguments: TestDatabase.allCases

@@ -1,7 +1,8 @@
 import Engine
 import Foundation
 
-/// `GET /v1/me`: who I am, my unread count and my delivery preferences with the tenant's defaults filled in.
+/// `GET /v1/me`: who I am, my unread count and my delivery preferences with the tenant's defaults filled in, by
+/// the scheduler's own rule (``DailySchedule``): what the app shows is what the scheduler applies.
 struct ProfileBody: Encodable {
     struct Preferences: Encodable {
         var timeZone: String
@@ -24,11 +25,12 @@ struct ProfileBody: Encodable {
         self.language = user.language ?? tenant.defaultLanguage
         self.unreadCount = unreadCount
         self.lifeAreas = Dictionary(uniqueKeysWithValues: LifeArea.allCases.map { ($0.rawValue, user.lifeAreas[$0]) })
+        let schedule = DailySchedule(user: user.id, tenant: tenant, preferences: user.preferences, spreadWindow: .zero)
         self.preferences = Preferences(
-            timeZone: user.preferences.timeZone ?? tenant.defaultTimeZone,
-            deliveryTime: (user.preferences.deliveryTime ?? tenant.defaultDeliveryTime).description,
-            quietHours: user.preferences.quietHours,
-            weekdays: user.preferences.weekdays.days,
+            timeZone: schedule.timeZone.identifier,
+            deliveryTime: schedule.deliveryTime.description,
+            quietHours: schedule.quietHours,
+            weekdays: schedule.weekdays.days,
             maxPushesPerDay: tenant.maxPushesPerDay
         )
     }
