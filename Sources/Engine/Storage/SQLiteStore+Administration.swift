@@ -30,6 +30,8 @@ extension SQLiteStore {
         try await write { db in
             try Self.insertTenant(tenant, db)
             try Self.insertAudit(audit, db)
+            // Other processes may remember the id as unknown: they look again.
+            try self.logChange(db, tenant: tenant.id, subject: .catalog)
         }
     }
 

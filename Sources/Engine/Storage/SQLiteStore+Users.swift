@@ -3,7 +3,10 @@ import GRDB
 
 extension SQLiteStore {
     public func createTenant(_ tenant: Tenant) async throws {
-        try await write { db in try Self.insertTenant(tenant, db) }
+        try await write { db in
+            try Self.insertTenant(tenant, db)
+            try self.logChange(db, tenant: tenant.id, subject: .catalog)
+        }
     }
 
     static func insertTenant(_ tenant: Tenant, _ db: Database) throws {

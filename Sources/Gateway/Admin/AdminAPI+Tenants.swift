@@ -21,6 +21,8 @@ extension AdminAPI {
                 .post: { request, _, actor in
                     let body = try await Self.decode(api, NewTenantBody.self, from: request)
                     let tenant = try await administration.createTenant(body.id, body.settings, by: actor)
+                    // This node may remember the id as unknown (asked for before it existed): it looks again.
+                    await changed(tenant.id, [.catalog])
                     var response = try Representation.response(TenantBody(tenant), for: request, status: .created)
                     response.headers[.location] = "/admin/v1/tenants/\(tenant.id)"
                     return response

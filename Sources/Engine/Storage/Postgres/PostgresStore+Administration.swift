@@ -37,6 +37,8 @@ extension PostgresStore {
         try await write { [self] connection in
             try await self.insertTenant(tenant, connection)
             try await self.insertAudit(audit, connection)
+            // Other nodes may remember the id as unknown: they look again when the change's NOTIFY arrives.
+            try await self.logChange(connection, tenant: tenant.id, subject: .catalog)
         }
     }
 

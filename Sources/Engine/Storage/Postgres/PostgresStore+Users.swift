@@ -3,7 +3,10 @@ import PostgresNIO
 
 extension PostgresStore {
     public func createTenant(_ tenant: Tenant) async throws {
-        try await write { [self] connection in try await self.insertTenant(tenant, connection) }
+        try await write { [self] connection in
+            try await self.insertTenant(tenant, connection)
+            try await self.logChange(connection, tenant: tenant.id, subject: .catalog)
+        }
     }
 
     func insertTenant(_ tenant: Tenant, _ connection: PostgresConnection) async throws {
