@@ -116,7 +116,7 @@ extension AdminAPI {
                     )
                 },
                 .patch: { request, context, actor, tenant in
-                    let body = try await Self.decode(api, RetiredBody.self, from: request)
+                    let body = try await Self.decode(api, RetiredBody.self, schema: "Retired", from: request)
                     let impulse = try await administration.setRetired(
                         tenant: tenant.id,
                         id: try Self.impulseID(context),
@@ -154,7 +154,7 @@ extension AdminAPI {
                     )
                 },
                 .post: { request, context, actor, tenant in
-                    let body = try await Self.decode(api, DeliverBody.self, from: request)
+                    let body = try await Self.decode(api, DeliverBody.self, schema: "DeliverRequest", from: request)
                     let impulse = try Problem.validating { () throws(EngineError) in try ImpulseID(body.impulse) }
                     let username = try Self.parameter("username", context)
                     let delivery = try await administration.deliver(

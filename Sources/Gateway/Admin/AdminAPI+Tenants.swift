@@ -19,7 +19,7 @@ extension AdminAPI {
                     )
                 },
                 .post: { request, _, actor in
-                    let body = try await Self.decode(api, NewTenantBody.self, from: request)
+                    let body = try await Self.decode(api, NewTenantBody.self, schema: "NewTenant", from: request)
                     let tenant = try await administration.createTenant(body.id, body.settings, by: actor)
                     // This node may remember the id as unknown (asked for before it existed): it looks again.
                     await changed(tenant.id, [.catalog])
@@ -40,7 +40,7 @@ extension AdminAPI {
                     return try Representation.response(TenantBody(tenant), for: request)
                 },
                 .patch: { request, context, actor in
-                    let settings = try await Self.decode(api, TenantSettings.self, from: request)
+                    let settings = try await Self.decode(api, TenantSettings.self, schema: "TenantSettings", from: request)
                     let tenant = try await administration.updateTenant(try Self.tenantID(context), settings, by: actor)
                     await changed(tenant.id, [.catalog])
                     return try Representation.response(TenantBody(tenant), for: request)
@@ -71,7 +71,7 @@ extension AdminAPI {
                     return try Representation.response(PageBody(items: items, next: nil), for: request)
                 },
                 .post: { request, _, actor in
-                    let body = try await Self.decode(api, NewOperatorBody.self, from: request)
+                    let body = try await Self.decode(api, NewOperatorBody.self, schema: "NewOperator", from: request)
                     try await administration.addOperator(name: body.name, password: body.password, by: actor)
                     let account = OperatorBody(name: body.name, createdAt: rfc3339(Date()))
                     var response = try Representation.response(account, for: request, status: .created)

@@ -38,7 +38,7 @@ extension AdminAPI {
                     )
                 },
                 .post: { request, _, actor, tenant in
-                    let draft = try await Self.decode(api, UserDraft.self, from: request)
+                    let draft = try await Self.decode(api, UserDraft.self, schema: "NewUser", from: request)
                     let user = try await administration.createUser(tenant: tenant.id, draft, by: actor)
                     var response = try Representation.response(AdminUserBody(user), for: request, status: .created)
                     response.headers[.location] = Self.userPath(tenant.id, user.username)
@@ -61,7 +61,7 @@ extension AdminAPI {
                     return try Representation.response(AdminUserBody(user), for: request)
                 },
                 .patch: { request, context, actor, tenant in
-                    let changes = try await Self.decode(api, UserChanges.self, from: request)
+                    let changes = try await Self.decode(api, UserChanges.self, schema: "UserChanges", from: request)
                     let username = try Self.parameter("username", context)
                     let user = try await administration.updateUser(
                         tenant: tenant.id,
@@ -88,7 +88,7 @@ extension AdminAPI {
             scheme: scheme,
             [
                 .put: { request, context, actor, tenant in
-                    let body = try await Self.decode(api, PasswordBody.self, from: request)
+                    let body = try await Self.decode(api, PasswordBody.self, schema: "Password", from: request)
                     let username = try Self.parameter("username", context)
                     try await administration.resetPassword(
                         tenant: tenant.id,

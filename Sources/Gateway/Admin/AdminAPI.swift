@@ -169,13 +169,29 @@ struct AdminAPI: Sendable {
 
     /// Decodes an admin request's JSON body; a member given as `null` is refused (400, naming it) rather than
     /// read as absent: in a change, "absent" means "leave it", and `null` would say something else.
-    static func decode<T: Decodable>(_ api: RESTAPI, _ type: T.Type, from request: Request) async throws -> T {
+    /// Decodes an admin API body whose members are those of `schema` in the OpenAPI document: a member it does
+    /// not have (`timezone` for `timeZone`) is refused with 400 `unknown-member` naming it, not ignored.
+    static func decode<T: Decodable>(
+        _ api: RESTAPI,
+        _ type: T.Type,
+        schema: String,
+        from request: Request
+    ) async throws -> T {
         var request = request
         let buffer = try await request.collectBody(upTo: api.configuration.maxBodySize)
-        if let object = try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any],
-            let member = object.first(where: { $0.value is NSNull })?.key
-        {
-            throw Problem.badRequest("malformed body: \(member) must not be null", code: "malformed-body")
+        if let object = try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any] {
+            if let member = object.first(where: { $0.value is NSNull })?.key {
+                throw Problem.badRequest("malformed body: \(member) must not be null", code: "malformed-body")
+            }
+            let known = OpenAPIDocument.members(of: schema)
+            let unknown = object.keys.filter { !known.contains($0) }.sorted()
+            if !unknown.isEmpty {
+                throw Problem.badRequest(
+                    "unknown member\(unknown.count == 1 ? "" : "s") \(unknown.joined(separator: ", ")); "
+                        + "this body takes \(known.sorted().joined(separator: ", "))",
+                    code: "unknown-member"
+                )
+            }
         }
         return try await api.decode(type, from: request)
     }

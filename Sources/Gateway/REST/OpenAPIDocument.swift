@@ -12,6 +12,22 @@ enum OpenAPIDocument {
         return .success(Array(data))
     }()
 
+    /// The members a schema of the document names (its `properties`): what a strict body may hold.
+    static func members(of schema: String) -> Set<String> {
+        schemaMembers[schema] ?? []
+    }
+
+    private static let schemaMembers: [String: Set<String>] = {
+        guard case .success(let bytes) = bytes,
+            let document = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+            let components = document["components"] as? [String: Any],
+            let schemas = components["schemas"] as? [String: Any]
+        else { return [:] }
+        return schemas.compactMapValues { schema in
+            ((schema as? [String: Any])?["properties"] as? [String: Any]).map { Set($0.keys) }
+        }
+    }()
+
     struct Missing: Error, CustomStringConvertible {
         var description: String { "the OpenAPI document (openapi.json) is missing from the build" }
     }
