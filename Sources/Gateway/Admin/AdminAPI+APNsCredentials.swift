@@ -76,7 +76,12 @@ extension AdminAPI {
                     )
                 },
                 .post: { request, _, actor, tenant in
-                    let body = try await Self.decode(api, APNsCredentialUploadBody.self, schema: "APNsCredentialUpload", from: request)
+                    let body = try await Self.decode(
+                        api,
+                        APNsCredentialUploadBody.self,
+                        schema: "APNsCredentialUpload",
+                        from: request
+                    )
                     let credential = try await administration.uploadAPNsCredential(
                         tenant: tenant.id,
                         try body.upload(),

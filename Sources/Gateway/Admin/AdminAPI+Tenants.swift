@@ -40,7 +40,12 @@ extension AdminAPI {
                     return try Representation.response(TenantBody(tenant), for: request)
                 },
                 .patch: { request, context, actor in
-                    let settings = try await Self.decode(api, TenantSettings.self, schema: "TenantSettings", from: request)
+                    let settings = try await Self.decode(
+                        api,
+                        TenantSettings.self,
+                        schema: "TenantSettings",
+                        from: request
+                    )
                     let tenant = try await administration.updateTenant(try Self.tenantID(context), settings, by: actor)
                     await changed(tenant.id, [.catalog])
                     return try Representation.response(TenantBody(tenant), for: request)

@@ -83,7 +83,12 @@ extension AdminAPI {
                     )
                 },
                 .post: { request, _, actor, tenant in
-                    let body = try await Self.decode(api, WebhookSettingsBody.self, schema: "WebhookSettings", from: request)
+                    let body = try await Self.decode(
+                        api,
+                        WebhookSettingsBody.self,
+                        schema: "WebhookSettings",
+                        from: request
+                    )
                     let endpoint = try await administration.createWebhook(
                         tenant: tenant.id,
                         body.settings,
@@ -116,7 +121,12 @@ extension AdminAPI {
                     return try Representation.response(WebhookBody(endpoint, pending: pending), for: request)
                 },
                 .patch: { request, context, actor, tenant in
-                    let body = try await Self.decode(api, WebhookSettingsBody.self, schema: "WebhookSettings", from: request)
+                    let body = try await Self.decode(
+                        api,
+                        WebhookSettingsBody.self,
+                        schema: "WebhookSettings",
+                        from: request
+                    )
                     let id = try Self.parameter("webhook", context)
                     _ = try await administration.updateWebhook(
                         tenant: tenant.id,
