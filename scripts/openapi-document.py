@@ -6,6 +6,8 @@ import json, copy
 
 def ref(name): return {"$ref": f"#/components/schemas/{name}"}
 def nullable(t): return {"type": [t, "null"]}
+# Every list's `next`: one shape (a relative URL to follow as it is), null on the last page.
+NEXT = {"type": ["string", "null"], "description": "the next page: a relative URL (the list's path and the next page's query) to request as it is; null on the last page"}
 S = {}
 S["Problem"] = {"type": "object", "description": "An RFC 9457 problem; `type` is `urn:impulse-broker:problem:<code>`.",
   "required": ["type", "title", "status", "detail"],
@@ -29,7 +31,7 @@ S["Delivery"] = {"type": "object", "additionalProperties": False,
     "impulse": ref("Impulse"), "lifeArea": {"type": "string"}, "series": nullable("string"), "seriesPosition": nullable("integer")}}
 S["DeliveryPage"] = {"type": "object", "additionalProperties": False, "required": ["items", "unreadCount", "next"],
   "properties": {"items": {"type": "array", "items": ref("Delivery")}, "unreadCount": {"type": "integer", "minimum": 0},
-                 "next": nullable("string")}}
+                 "next": NEXT}}
 S["ReminderRequest"] = {"type": "object", "description": "`remindAt` (RFC 3339) or `time` (`HH:mm`, its next occurrence in the user's zone).",
   "properties": {"remindAt": {"type": "string"}, "time": {"type": "string"}}}
 S["Reminder"] = {"type": "object", "additionalProperties": False, "required": ["id", "workingID", "remindAt"],
@@ -85,7 +87,7 @@ S["TenantSettings"] = {"type": "object", "description": "Every member optional: 
 S["NewTenant"] = {"type": "object", "required": ["id"],
   "properties": dict({"id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}}, **settings_props)}
 S["TenantPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("Tenant")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("Tenant")}, "next": NEXT}}
 S["AdminUser"] = {"type": "object", "additionalProperties": False,
   "required": ["username", "lifeAreas", "enabled", "admin", "preferences", "createdAt"],
   "properties": {"username": {"type": "string"}, "language": {"type": "string"}, "lifeAreas": ref("LifeAreas"),
@@ -100,14 +102,14 @@ S["UserChanges"] = {"type": "object", "description": "Every member optional: tho
 S["NewUser"] = {"type": "object", "required": ["username", "password"],
   "properties": dict({"username": {"type": "string", "minLength": 1, "maxLength": 128}, "password": {"type": "string", "minLength": 1}}, **change_props)}
 S["UserPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("AdminUser")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("AdminUser")}, "next": NEXT}}
 S["Password"] = {"type": "object", "required": ["password"], "properties": {"password": {"type": "string", "minLength": 1}}}
 S["Operator"] = {"type": "object", "additionalProperties": False, "required": ["name", "createdAt"],
   "properties": {"name": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"}}}
 S["NewOperator"] = {"type": "object", "required": ["name", "password"],
   "properties": {"name": {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$"}, "password": {"type": "string", "minLength": 1}}}
 S["OperatorPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("Operator")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("Operator")}, "next": NEXT}}
 S["Erasure"] = {"type": "object", "additionalProperties": False, "required": ["erased"],
   "properties": {"erased": {"type": "object", "additionalProperties": False, "required": ["users", "devices", "deliveries", "reminders", "impulses", "mediaFiles"],
     "properties": {k: {"type": "integer", "minimum": 0} for k in ["users", "devices", "deliveries", "reminders", "impulses", "mediaFiles"]}}}}
@@ -116,7 +118,7 @@ S["AuditEntry"] = {"type": "object", "additionalProperties": False, "required": 
     "role": {"type": "string", "enum": ["operator", "tenant-admin"]}, "tenant": {"type": "string"}, "action": {"type": "string"},
     "target": {"type": "string"}, "requestId": {"type": "string"}}}
 S["AuditPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("AuditEntry")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("AuditEntry")}, "next": NEXT}}
 S["UserExport"] = {"type": "object", "description": "Everything held of one user (the right of access); no password hash.",
   "required": ["exportedAt", "user", "devices", "deliveries", "reminders"],
   "properties": {"exportedAt": {"type": "string", "format": "date-time"}, "user": {"type": "object"},
@@ -136,13 +138,13 @@ S["CatalogItem"] = {"type": "object", "additionalProperties": False, "required":
   "properties": dict(item_props, retired={"type": "boolean", "description": "no longer chosen; deliveries keep showing it"})}
 S["CatalogDocument"] = {"type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": ref("CatalogItemInput")}}}
 S["CatalogPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("CatalogItem")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("CatalogItem")}, "next": NEXT}}
 S["ImportResult"] = {"type": "object", "additionalProperties": False, "required": ["inserted", "updated"],
   "properties": {"inserted": {"type": "integer", "minimum": 0}, "updated": {"type": "integer", "minimum": 0}}}
 S["Retired"] = {"type": "object", "required": ["retired"], "properties": {"retired": {"type": "boolean"}}}
 S["DeliverRequest"] = {"type": "object", "required": ["impulse"], "properties": {"impulse": {"type": "string", "description": "the impulse's workingID"}}}
 S["LedgerPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("Delivery")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("Delivery")}, "next": NEXT}}
 
 def problem_default():
     return {"description": "A problem: 400, 401, 403, 404, 405, 409, 413, 415, 422, 429 or 503 (README, \"REST API\")",
@@ -322,7 +324,7 @@ S["MediaFile"] = {"type": "object", "additionalProperties": False, "required": [
     "url": {"type": "string"}, "contentType": {"type": "string", "enum": MEDIA_TYPES}, "size": {"type": "integer", "minimum": 1},
     "modifiedAt": {"type": "string", "format": "date-time"}}}
 S["MediaPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("MediaFile")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("MediaFile")}, "next": NEXT}}
 mname = p("name", "the file name: 1-128 of A-Z a-z 0-9 . _ -, not starting with '.', ending in the extension of its type",
           {"type": "string", "pattern": "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"})
 paths["/t/{tenant}/admin/v1/media"] = {
@@ -343,7 +345,7 @@ S["APNsCredential"] = {"type": "object", "additionalProperties": False, "descrip
     "state": {"type": "string", "enum": ["pending", "active", "failed", "unreadable"], "description": "pending: tried by the next pushes, the active one kept until APNs accepts one; active: in use; failed: APNs refused it (lastError); unreadable: this broker's credential key does not open it (upload it again)"},
     "createdAt": {"type": "string", "format": "date-time"}, "activatedAt": {"type": "string", "format": "date-time"}, "lastError": {"type": "string"}}}
 S["APNsCredentialPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("APNsCredential")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("APNsCredential")}, "next": NEXT}}
 S["APNsCredentialUpload"] = {"type": "object", "description": "A signing key (teamID, keyID and privateKey, the .p8 file's PEM text) or a certificate (pkcs12, the bundle in base64, and passphrase).",
   "properties": {"teamID": {"type": "string", "pattern": "^[A-Z0-9]{10}$"}, "keyID": {"type": "string", "pattern": "^[A-Z0-9]{10}$"},
     "privateKey": {"type": "string"}, "pkcs12": {"type": "string", "contentEncoding": "base64"}, "passphrase": {"type": "string"}}}
@@ -417,7 +419,7 @@ S["Webhook"] = {"type": "object", "additionalProperties": False,
     "dropped": {**count, "description": "events given up: failing for a day, or not queued because the tenant's queue was full"},
     "lastAttemptAt": {"type": "string", "format": "date-time"}, "lastStatus": {"type": "integer"}, "lastError": {"type": "string"}}}
 S["WebhookPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("Webhook")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("Webhook")}, "next": NEXT}}
 S["WebhookSettings"] = {"type": "object", "additionalProperties": False,
   "properties": {"url": {"type": "string", "description": "https only; not this machine or a private network unless the operator allows it"},
     "events": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": WEBHOOK_EVENTS}}, "enabled": {"type": "boolean"}}}
@@ -427,7 +429,7 @@ S["WebhookAttempt"] = {"type": "object", "additionalProperties": False,
     "at": {"type": "string", "format": "date-time"}, "outcome": {"type": "string", "enum": ["delivered", "retry", "dropped"]},
     "status": {"type": "integer"}, "error": {"type": "string"}, "durationMilliseconds": count}}
 S["WebhookAttemptPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
-  "properties": {"items": {"type": "array", "items": ref("WebhookAttempt")}, "next": nullable("string")}}
+  "properties": {"items": {"type": "array", "items": ref("WebhookAttempt")}, "next": NEXT}}
 hook = p("webhook", "the endpoint's id")
 paths["/t/{tenant}/admin/v1/webhooks"] = {
     "get": op("The tenant's webhook endpoints, with their queues and counts", json_response("the endpoints", "WebhookPage"), ADMIN, params=[ten], tags=TA),

@@ -189,8 +189,10 @@ struct AdminAPITests {
             #expect(
                 (page.json["items"] as? [[String: Any]])?.compactMap { $0["username"] as? String } == ["alice", "bob"]
             )
+            // `next` is a relative URL to follow as it is, as in /v1/impulses.
             let next = try #require(page.json["next"] as? String)
-            let rest = try await admin(.GET, "/users" + next)
+            #expect(next == "/t/acme/admin/v1/users?after=bob&limit=2", "\(next)")
+            let rest = try await asOperator(broker, .GET, next)
             #expect(
                 (rest.json["items"] as? [[String: Any]])?.compactMap { $0["username"] as? String } == ["carol", "root"]
             )

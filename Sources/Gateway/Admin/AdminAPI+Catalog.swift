@@ -147,7 +147,15 @@ extension AdminAPI {
                     let base = api.baseURL(for: request, scheme: scheme)
                     let next =
                         items.count == limit
-                        ? items.last.map { "?before=\($0.delivery.id.rawValue)&limit=\(limit)" } : nil
+                        ? items.last.map {
+                            Self.nextPage(
+                                request,
+                                [
+                                    .init(name: "before", value: "\($0.delivery.id.rawValue)"),
+                                    .init(name: "limit", value: "\(limit)"),
+                                ]
+                            )
+                        } : nil
                     return try Representation.response(
                         PageBody(items: items.map { DeliveryItem(item: $0, baseURL: base) }, next: next),
                         for: request

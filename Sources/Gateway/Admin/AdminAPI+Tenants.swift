@@ -126,7 +126,15 @@ extension AdminAPI {
         let limit = Int(try api.integer("limit", in: request, default: 100, range: 1...500) ?? 100)
         let before = try api.integer("before", in: request, default: nil, range: 1...Int64.max)
         let entries = try await administration.auditTrail(tenant: tenant, before: before, limit: limit, by: actor)
-        let next = entries.count == limit ? entries.last.map { "?before=\($0.id)&limit=\(limit)" } : nil
+        let next =
+            entries.count == limit
+            ? entries.last.map {
+                Self.nextPage(
+                    request,
+                    [.init(name: "before", value: "\($0.id)"), .init(name: "limit", value: "\(limit)")]
+                )
+            }
+            : nil
         return try Representation.response(PageBody(items: entries.map(AuditBody.init), next: next), for: request)
     }
 

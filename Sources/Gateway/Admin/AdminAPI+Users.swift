@@ -28,9 +28,7 @@ extension AdminAPI {
                             URLQueryItem(name: "after", value: last.username), .init(name: "limit", value: "\(limit)"),
                         ]
                         if let search { query.append(.init(name: "search", value: search)) }
-                        var components = URLComponents()
-                        components.queryItems = query
-                        next = components.percentEncodedQuery.map { "?" + $0 }
+                        next = Self.nextPage(request, query)
                     }
                     return try Representation.response(
                         PageBody(items: users.map(AdminUserBody.init), next: next),

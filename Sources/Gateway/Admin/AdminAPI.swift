@@ -196,6 +196,14 @@ struct AdminAPI: Sendable {
         return try await api.decode(type, from: request)
     }
 
+    /// The next page of a list, in the one shape every list uses (`/v1/impulses` too): a relative URL, the
+    /// request's own path with the next page's query, to follow as it is.
+    static func nextPage(_ request: Request, _ query: [URLQueryItem]) -> String {
+        var components = URLComponents()
+        components.queryItems = query
+        return request.uri.path + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+    }
+
     /// The client's `X-Request-ID` when it is a sane one (1-128 visible ASCII characters), otherwise a new one:
     /// it goes into the audit trail and back in the answer.
     static func requestID(_ request: Request) -> String {
