@@ -18,11 +18,7 @@ extension AdminAPI {
                     let format = try Self.importFormat(request)
                     let modeText = request.uri.queryParameters["mode"].map(String.init) ?? "per-row"
                     guard let mode = UserImportMode(rawValue: modeText) else {
-                        throw Problem(
-                            .unprocessableContent,
-                            "invalid-input",
-                            "mode must be per-row or all-or-nothing"
-                        )
+                        throw Problem.badRequest("mode must be per-row or all-or-nothing", code: "invalid-query")
                     }
                     let rows = ImportRows(
                         body: request.body,

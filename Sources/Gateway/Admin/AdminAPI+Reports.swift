@@ -98,12 +98,14 @@ extension AdminAPI {
             _ actor: AdminActor,
             _ tenant: Tenant
         ) async throws -> EngagementReport {
-            try await administration.engagementReport(
-                tenant: tenant.id,
-                from: request.uri.queryParameters["from"].map(String.init),
-                to: request.uri.queryParameters["to"].map(String.init),
-                by: actor
-            )
+            // The range is the query's: a bad one is 400 invalid-query, as every bad query value is.
+            let from = request.uri.queryParameters["from"].map(String.init)
+            let to = request.uri.queryParameters["to"].map(String.init)
+            do {
+                return try await administration.engagementReport(tenant: tenant.id, from: from, to: to, by: actor)
+            } catch let error as EngineError where error.code == .invalidInput {
+                throw Problem.badRequest(error.message, code: "invalid-query")
+            }
         }
         tenantResource(
             router,

@@ -174,7 +174,7 @@ extension AdminAPI {
             scheme: scheme,
             [
                 .get: { request, context, actor, tenant in
-                    let limit = request.uri.queryParameters["limit"].flatMap { Int(String($0)) } ?? 50
+                    let limit = Int(try api.integer("limit", in: request, default: 50, range: 1...500) ?? 50)
                     let attempts = try await administration.webhookAttempts(
                         tenant: tenant.id,
                         id: try Self.parameter("webhook", context),
