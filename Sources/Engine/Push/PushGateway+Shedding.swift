@@ -29,6 +29,12 @@ extension PushGateway {
         return dropped
     }
 
+    /// Whether a probe's pushes have all had their answers: nothing in flight, nothing queued for a tenant that is
+    /// not paused (a paused tenant's queue waits for an operator, not for APNs).
+    public var probeAnswered: Bool {
+        permits.inUse == 0 && queues.allSatisfy { tenant, queue in queue.isEmpty || paused[tenant] != nil }
+    }
+
     /// Takes pushes again after shedding.
     public func resumeTaking() {
         shedding = false

@@ -42,14 +42,14 @@ public actor PushGateway {
     /// Deliveries a paused tenant put back into its queue while their push was running.
     private var requeued: Set<DeliveryID> = []
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
-    private var paused: [TenantID: String] = [:]
+    var paused: [TenantID: String] = [:]
     private var stopping = false
     /// This node cannot push and has handed its work back: queued pushes were dropped and none is taken.
     var shedding = false
     /// Whether pushes get through (``PushHealth``), from every answer; read by the scheduler without waiting.
     let health: Mutex<PushHealth>
     /// Places of the pushes awaiting an answer (`configuration.workers`).
-    private let permits: PushPermits
+    let permits: PushPermits
     public private(set) var statistics = PushStatistics()
     /// Refusals by tenant and kind: logged at once, then once a minute; shown in `/inspect`.
     var refusals = RefusalLog()

@@ -23,6 +23,9 @@ extension Scheduler {
                     metadata: ["share": "\(configuration.probeShare)"]
                 )
             }
+            // One probe at a time: the next only once the last one's pushes have their answers (a push waiting for
+            // an unreachable APNs takes a minute to fail; probing on meanwhile would take a share a second).
+            if lastPushMode == .probing, !(await gateway.probeAnswered) { return nil }
             return (configuration.probeShare, true)
         case .pushing:
             if lastPushMode == .probing {
