@@ -100,7 +100,7 @@ struct MigrationTests {
         }
         var configuration = try PostgresStoreConfiguration(url: try await PostgresTestDatabases.make())
         let current = try await PostgresStore(configuration: configuration, logger: Self.logger)
-        try await current.write { connection in
+        _ = try await current.write { connection in
             try await connection.query(
                 "INSERT INTO broker_migrations (version, name) VALUES (99, 'future')",
                 logger: current.logger
