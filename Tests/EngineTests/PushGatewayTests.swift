@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Engine
@@ -408,15 +409,4 @@ struct PushGatewayTests {
         #expect(await gateway.snapshot().queued[f.globex] == 1)  // kept, not dropped
         running.cancel()
     }
-}
-
-/// Waits for a condition, up to `seconds`. 20 by default: the whole suite runs in parallel on two cores, where
-/// tests that take 0.2 s alone took 3-8 s and a 5-second window failed twice in about 60 runs.
-func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    return try await condition()
 }

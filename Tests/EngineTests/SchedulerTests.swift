@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import InMemoryLogging
 import Logging
+import TestSupport
 import Testing
 
 @testable import Engine

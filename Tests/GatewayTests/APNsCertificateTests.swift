@@ -2,6 +2,7 @@ import Crypto
 import Engine
 import Foundation
 import NIOSSL
+import TestSupport
 import Testing
 
 @testable import Gateway
@@ -80,7 +81,7 @@ struct APNsCertificateTests {
             directory + "/client.p12", "-passout", "pass:sekrit",
         ]
         try openssl.run()
-        openssl.waitUntilExit()
+        await openssl.exited()
         try #require(openssl.terminationStatus == 0)
         let (simulator, port, clientTLS) = try await start(trusting: certificate)
         let tls = try APNsCertificate.tls(pkcs12: directory + "/client.p12", passphrase: "sekrit", base: clientTLS)

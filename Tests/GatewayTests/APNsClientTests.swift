@@ -5,6 +5,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Gateway

@@ -4,6 +4,7 @@ import Engine
 import Foundation
 import NIOHTTP1
 import NIOSSL
+import TestSupport
 import Testing
 
 @testable import Gateway
@@ -191,7 +192,7 @@ struct APNsCredentialAPITests {
 
     /// A PKCS#12 bundle as the Keychain exports it (passphrase `sekrit`), the app's topic in the subject's UID, in
     /// base64; its certificate and key stay in `directory` as `<uid>.crt` and `<uid>.key`.
-    static func bundle(_ directory: String, uid: String) throws -> String {
+    static func bundle(_ directory: String, uid: String) async throws -> String {
         let name = directory + "/" + uid
         for arguments in [
             [
@@ -209,7 +210,7 @@ struct APNsCredentialAPITests {
             openssl.arguments = arguments
             openssl.standardError = FileHandle.nullDevice
             try openssl.run()
-            openssl.waitUntilExit()
+            await openssl.exited()
             try #require(openssl.terminationStatus == 0)
         }
         return try Data(contentsOf: URL(fileURLWithPath: name + ".p12")).base64EncodedString()
@@ -244,7 +245,7 @@ struct APNsCredentialAPITests {
                 body: #"{"name": "phone", "environment": "production"}"#
             )
             try await deliver(broker, simulator, expecting: 1)
-            let bundle = try Self.bundle(directory, uid: "com.acme.impulse")
+            let bundle = try await Self.bundle(directory, uid: "com.acme.impulse")
             let uploaded = try await operatorRequest(
                 broker,
                 .POST,
@@ -284,7 +285,7 @@ struct APNsCredentialAPITests {
                 #expect(!reply.text.contains("PRIVATE KEY"))
             }
 
-            let good = try Self.bundle(directory, uid: "com.acme.impulse")
+            let good = try await Self.bundle(directory, uid: "com.acme.impulse")
             let certificate = try await operatorRequest(
                 broker,
                 .POST,
@@ -309,7 +310,7 @@ struct APNsCredentialAPITests {
                 broker,
                 .POST,
                 path,
-                #"{"pkcs12": "\#(try Self.bundle(directory, uid: "com.other.app"))", "passphrase": "sekrit"}"#
+                #"{"pkcs12": "\#(try await Self.bundle(directory, uid: "com.other.app"))", "passphrase": "sekrit"}"#
             )
             #expect(otherApp.status == 422 && otherApp.text.contains("com.acme.impulse"), "\(otherApp.text)")
 

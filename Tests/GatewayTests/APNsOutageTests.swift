@@ -4,6 +4,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import NIOSSL
+import TestSupport
 import Testing
 
 @testable import Gateway

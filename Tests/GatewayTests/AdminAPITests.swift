@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// The admin API through the real server: operators under `/admin/v1`, a tenant's admins under

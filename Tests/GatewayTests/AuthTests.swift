@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Engine
 import Foundation
 import Gateway
+import TestSupport
 import Testing
 
 @Suite("Authentication", .timeLimit(.minutes(2)))
@@ -87,7 +88,7 @@ struct TransportLimitTests {
         try await TestBroker.run { broker in
             // async-http-client does not get such a header block out; curl does. HTTP/2 (libnghttp2) answers
             // 431 with a problem body.
-            let output = try curl([
+            let output = try await curl([
                 "-sk", "--http2", "-w", "\n%{http_version} %{http_code}", "-H", "X-Padding: " + big[0].1,
                 "https://127.0.0.1:\(broker.httpsPort)/v1/me",
             ])
@@ -181,14 +182,16 @@ struct TenantTests {
 }
 
 /// Runs curl to completion and returns what it printed.
-func curl(_ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return output
+func curl(_ arguments: [String]) async throws -> String {
+    try await offThePool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return output
+    }
 }

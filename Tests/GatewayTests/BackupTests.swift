@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Gateway
+import TestSupport
 import Testing
 
 /// `broker store backup` and `broker store restore` on an embedded deployment: a backup taken while a real
@@ -18,7 +19,7 @@ struct BackupTests {
         let users = 3_000
         let data = TestBroker.temporaryDirectory()
         let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
+        defer { simulator.terminate() }
         // Answers after 200 ms: the burst lasts seconds, so the backup lands inside it.
         #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 200}"#).status == 204)
         for folder in ["broker", "restored"] {
@@ -39,17 +40,17 @@ struct BackupTests {
         let serving = try RunningBroker(["serve", "--config", data + "/broker.json"])
         let started = try await eventually(seconds: 120) { try await pushed(live) >= 300 }
         #expect(started, "\(serving.output)")
-        let backup = try BrokerProcess.run(
+        let backup = try await BrokerProcess.run(
             ["store", "backup", "--from", data + "/broker/broker.sqlite", "--to", data + "/backup.sqlite"],
             dataDirectory: nil
         )
         #expect(backup.status == 0, "\(backup.output) \(backup.error)")
         #expect(backup.output.contains("backed up"), "\(backup.output)")
         let pushedAtBackup = try await pushed(try DatabaseQueue(path: data + "/backup.sqlite"))
-        #expect(serving.stop() == 0, "\(serving.output.suffix(2000))")
+        #expect(await serving.stop() == 0, "\(serving.output.suffix(2000))")
         #expect(pushedAtBackup < users, "the backup came after the burst; it proves nothing")
         // A second backup to the same name is refused: a backup never overwrites.
-        let again = try BrokerProcess.run(
+        let again = try await BrokerProcess.run(
             ["store", "backup", "--from", data + "/broker/broker.sqlite", "--to", data + "/backup.sqlite"],
             dataDirectory: nil
         )
@@ -57,7 +58,7 @@ struct BackupTests {
 
         // Restored into a fresh folder (as on a new machine) and served from there.
         try FileManager.default.createDirectory(atPath: data + "/restored", withIntermediateDirectories: true)
-        let restore = try BrokerProcess.run(
+        let restore = try await BrokerProcess.run(
             ["store", "restore", "--from", data + "/backup.sqlite", "--to", data + "/restored/broker.sqlite"],
             dataDirectory: nil
         )
@@ -66,7 +67,7 @@ struct BackupTests {
         let second = try RunningBroker(["serve", "--config", data + "/restored.json"])
         let finished = try await eventually(seconds: 180) { try await pushed(restored) == users }
         #expect(finished, "\(second.output.suffix(2000))")
-        #expect(second.stop() == 0)
+        #expect(await second.stop() == 0)
         let ledger = try #require(
             try await restored.read { db in
                 try Row.fetchOne(
@@ -86,7 +87,7 @@ struct BackupTests {
         let data = TestBroker.temporaryDirectory()
         _ = try await CrashRecoveryTests().seed(directory: data + "/a", users: 3)
         try "not a database".write(toFile: data + "/garbage.sqlite", atomically: true, encoding: .utf8)
-        let garbage = try BrokerProcess.run(
+        let garbage = try await BrokerProcess.run(
             ["store", "restore", "--from", data + "/garbage.sqlite", "--to", data + "/a/broker.sqlite"],
             dataDirectory: nil
         )
@@ -100,18 +101,18 @@ struct BackupTests {
         let other = try DatabaseQueue(path: data + "/other.sqlite")
         try await other.write { try $0.execute(sql: "CREATE TABLE deliveries (id INTEGER)") }
         try other.close()
-        let foreign = try BrokerProcess.run(
+        let foreign = try await BrokerProcess.run(
             ["store", "restore", "--from", data + "/other.sqlite", "--to", data + "/a/broker.sqlite"],
             dataDirectory: nil
         )
         #expect(foreign.status != 0 && foreign.error.contains("not a broker database"), "\(foreign.error)")
         #expect(
-            try BrokerProcess.run(
+            try await BrokerProcess.run(
                 ["store", "backup", "--from", data + "/a/broker.sqlite", "--to", data + "/b.sqlite"],
                 dataDirectory: nil
             ).status == 0
         )
-        let replaced = try BrokerProcess.run(
+        let replaced = try await BrokerProcess.run(
             ["store", "restore", "--from", data + "/b.sqlite", "--to", data + "/a/broker.sqlite"],
             dataDirectory: nil
         )

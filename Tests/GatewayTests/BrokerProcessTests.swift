@@ -19,9 +19,20 @@ struct BrokerProcess {
         dataDirectory: String?,
         stdin: String? = nil,
         environment: [String: String] = [:]
-    ) throws -> (
+    ) async throws -> (
         status: Int32, output: String, error: String
     ) {
+        try await offThePool {
+            try runBlocking(arguments, dataDirectory: dataDirectory, stdin: stdin, environment: environment)
+        }
+    }
+
+    private static func runBlocking(
+        _ arguments: [String],
+        dataDirectory: String?,
+        stdin: String?,
+        environment: [String: String]
+    ) throws -> (status: Int32, output: String, error: String) {
         let process = Process()
         process.executableURL = executable
         var all = arguments
@@ -88,35 +99,47 @@ final class RunningBroker: @unchecked Sendable {
         return nil
     }
 
-    func stop() -> Int32 {
-        process.terminate()
-        process.waitUntilExit()
+    /// Sends SIGTERM and waits for the exit (off the cooperative pool); returns the exit status.
+    func stop() async -> Int32 {
+        terminate()
+        await process.exited()
         return process.terminationStatus
+    }
+
+    /// Sends SIGTERM if the process still runs, without waiting: for a test's `defer`, which cannot wait.
+    func terminate() {
+        if process.isRunning { process.terminate() }
     }
 }
 
 @Suite("The broker executable", .timeLimit(.minutes(2)))
 struct BrokerProcessTests {
     @Test("Admin commands create a tenant, users and a catalog, and report bad input with a non-zero exit")
-    func adminCommands() throws {
+    func adminCommands() async throws {
         let data = TestBroker.temporaryDirectory()
-        #expect(try BrokerProcess.run(["tenant", "create", "acme", "--name", "Acme"], dataDirectory: data).status == 0)
-        let duplicate = try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
+        #expect(
+            try await BrokerProcess.run(["tenant", "create", "acme", "--name", "Acme"], dataDirectory: data).status == 0
+        )
+        let duplicate = try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
         #expect(duplicate.status != 0)
         #expect(duplicate.error.contains("already exists"))
-        #expect(try BrokerProcess.run(["tenant", "create", "Not Valid"], dataDirectory: data).status != 0)
-        let added = try BrokerProcess.run(
+        #expect(try await BrokerProcess.run(["tenant", "create", "Not Valid"], dataDirectory: data).status != 0)
+        let added = try await BrokerProcess.run(
             ["user", "add", "acme", "zoë", "--password-stdin", "--language", "de", "--time-zone", "Europe/Vienna"],
             dataDirectory: data,
             stdin: "pä:ss%&\n"
         )
         #expect(added.status == 0, "\(added.error)")
         #expect(
-            try BrokerProcess.run(["user", "add", "acme", "x", "--password-stdin"], dataDirectory: data, stdin: "\n")
-                .status != 0
+            try await BrokerProcess.run(
+                ["user", "add", "acme", "x", "--password-stdin"],
+                dataDirectory: data,
+                stdin: "\n"
+            )
+            .status != 0
         )
         #expect(
-            try BrokerProcess.run(
+            try await BrokerProcess.run(
                 ["user", "add", "acme", "y", "--time-zone", "Mars/Base", "--password", "p"],
                 dataDirectory: data
             ).status != 0
@@ -129,10 +152,10 @@ struct BrokerProcessTests {
               "lifeArea": "family"}]}
             """#.utf8
         ).write(to: URL(fileURLWithPath: catalog))
-        let imported = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        let imported = try await BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
         #expect(imported.output.contains("1 new"), "\(imported.error)")
         try Data(#"{"items": [{"workingID": "w2"}]}"#.utf8).write(to: URL(fileURLWithPath: catalog))
-        let rejected = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        let rejected = try await BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
         #expect(rejected.status != 0)
         #expect(rejected.error.contains("missing member"))
         // Links under /media/ must name files the media folder serves; the error names the item and the path.
@@ -148,7 +171,7 @@ struct BrokerProcessTests {
                "videoURL": "/media/pics/missing.mp4", "lifeArea": "family"}]}
             """#.utf8
         ).write(to: URL(fileURLWithPath: catalog))
-        let missing = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        let missing = try await BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
         #expect(missing.status != 0)
         #expect(
             missing.error.contains("item 1: video /media/pics/missing.mp4 is not in the media folder"),
@@ -156,32 +179,32 @@ struct BrokerProcessTests {
         )
         #expect(!missing.error.lowercased().contains("usage"), "\(missing.error)")
         try Data("mp4".utf8).write(to: URL(fileURLWithPath: data + "/media/pics/missing.mp4"))
-        let complete = try BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
+        let complete = try await BrokerProcess.run(["catalog", "import", "acme", catalog], dataDirectory: data)
         #expect(complete.output.contains("2 new"), "\(complete.error)")
         // An existing name is an error, without the usage text after it.
-        let twice = try BrokerProcess.run(
+        let twice = try await BrokerProcess.run(
             ["user", "add", "acme", "zoë", "--password", "again"],
             dataDirectory: data
         )
         #expect(twice.status != 0)
         #expect(twice.error.contains("already exists"), "\(twice.error)")
         #expect(!twice.error.lowercased().contains("usage"), "\(twice.error)")
-        #expect(try BrokerProcess.run(["deliver", "acme", "zoë", "w1"], dataDirectory: data).status == 0)
-        #expect(try BrokerProcess.run(["user", "disable", "acme", "zoë"], dataDirectory: data).status == 0)
-        let changed = try BrokerProcess.run(
+        #expect(try await BrokerProcess.run(["deliver", "acme", "zoë", "w1"], dataDirectory: data).status == 0)
+        #expect(try await BrokerProcess.run(["user", "disable", "acme", "zoë"], dataDirectory: data).status == 0)
+        let changed = try await BrokerProcess.run(
             ["user", "set-password", "acme", "zoë", "--password-stdin"],
             dataDirectory: data,
             stdin: "neu\n"
         )
         #expect(changed.status == 0)
-        #expect(try BrokerProcess.run(["user", "disable", "acme", "nobody"], dataDirectory: data).status != 0)
-        let listed = try BrokerProcess.run(["user", "list", "acme"], dataDirectory: data)
+        #expect(try await BrokerProcess.run(["user", "disable", "acme", "nobody"], dataDirectory: data).status != 0)
+        let listed = try await BrokerProcess.run(["user", "list", "acme"], dataDirectory: data)
         #expect(listed.output.contains("zoë\tdisabled\tDE\tEurope/Vienna"))
         #expect(!listed.output.contains("pä:ss"))
     }
 
     @Test("A configuration file sets the data directory; a broken one stops the command with its reason")
-    func configurationFile() throws {
+    func configurationFile() async throws {
         let none: String? = nil
         let folder = TestBroker.temporaryDirectory()
         let config = folder + "/broker.json"
@@ -189,19 +212,20 @@ struct BrokerProcessTests {
             to: URL(fileURLWithPath: config)
         )
         #expect(
-            try BrokerProcess.run(["tenant", "create", "filed", "--config", config], dataDirectory: none).status == 0
+            try await BrokerProcess.run(["tenant", "create", "filed", "--config", config], dataDirectory: none).status
+                == 0
         )
         #expect(FileManager.default.fileExists(atPath: folder + "/from-file/broker.sqlite"))
-        let listed = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        let listed = try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(listed.output.hasPrefix("filed\t"))
         try Data(#"{"bcryptCost": "high"}"#.utf8).write(to: URL(fileURLWithPath: config))
-        let broken = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        let broken = try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(broken.status != 0)
         #expect(broken.error.contains("bcryptCost"))
         // Push limits: a batch larger than what may be in flight, and a zero batch, are refused with their names.
         try Data(#"{"dataDirectory": "\#(folder)/from-file", "pushesInFlight": 100, "pushBatchSize": 200}"#.utf8)
             .write(to: URL(fileURLWithPath: config))
-        let tooLarge = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        let tooLarge = try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(tooLarge.status != 0)
         #expect(
             tooLarge.error.contains("pushBatchSize (200) must not exceed pushesInFlight (100)"),
@@ -209,11 +233,11 @@ struct BrokerProcessTests {
         )
         try Data(#"{"dataDirectory": "\#(folder)/from-file", "pushBatchSize": 0}"#.utf8)
             .write(to: URL(fileURLWithPath: config))
-        let zero = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        let zero = try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(zero.status != 0)
         #expect(zero.error.contains("BROKER_PUSH_BATCH must be within 1...1000"), "\(zero.error)")
         // An APNs signing key from the environment needs its team, key id and file together.
-        let partial = try BrokerProcess.run(
+        let partial = try await BrokerProcess.run(
             ["tenant", "list", "--data-dir", folder + "/from-file"],
             dataDirectory: none,
             environment: ["BROKER_APNS_TEAM_ID": "TEAM000001", "BROKER_APNS_KEY_FILE": "/run/secrets/apns.p8"]
@@ -226,34 +250,37 @@ struct BrokerProcessTests {
     }
 
     @Test("Operators, erasure and export from the command line: the admin API's rules, audited as cli")
-    func administrationCommands() throws {
+    func administrationCommands() async throws {
         let data = TestBroker.temporaryDirectory()
-        func run(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, output: String, error: String) {
-            try BrokerProcess.run(arguments, dataDirectory: data, stdin: stdin)
+        func run(
+            _ arguments: [String],
+            stdin: String? = nil
+        ) async throws -> (status: Int32, output: String, error: String) {
+            try await BrokerProcess.run(arguments, dataDirectory: data, stdin: stdin)
         }
-        #expect(try run(["tenant", "create", "acme"]).status == 0)
-        #expect(try run(["tenant", "create", "globex"]).status == 0)
-        #expect(try run(["operator", "add", "ops", "--password-stdin"], stdin: "0ps-secret\n").status == 0)
-        let badName = try run(["operator", "add", "Ops Team", "--password-stdin"], stdin: "x\n")
+        #expect(try await run(["tenant", "create", "acme"]).status == 0)
+        #expect(try await run(["tenant", "create", "globex"]).status == 0)
+        #expect(try await run(["operator", "add", "ops", "--password-stdin"], stdin: "0ps-secret\n").status == 0)
+        let badName = try await run(["operator", "add", "Ops Team", "--password-stdin"], stdin: "x\n")
         #expect(badName.status != 0 && badName.error.contains("operator name"), "\(badName.error)")
-        #expect(try run(["operator", "list"]).output == "ops\n")
-        #expect(try run(["user", "add", "acme", "dave", "--password-stdin"], stdin: "d4ve\n").status == 0)
-        let export = try run(["user", "export", "acme", "dave"])
+        #expect(try await run(["operator", "list"]).output == "ops\n")
+        #expect(try await run(["user", "add", "acme", "dave", "--password-stdin"], stdin: "d4ve\n").status == 0)
+        let export = try await run(["user", "export", "acme", "dave"])
         #expect(export.status == 0 && export.output.contains("\"username\" : \"dave\""), "\(export.output)")
         #expect(!export.output.contains("$2"))
-        let deleted = try run(["user", "delete", "acme", "dave"])
+        let deleted = try await run(["user", "delete", "acme", "dave"])
         #expect(deleted.status == 0 && deleted.output.contains("deleted dave"), "\(deleted.error)")
-        #expect(try run(["user", "delete", "acme", "dave"]).status != 0)
-        #expect(try run(["tenant", "update", "acme", "--suspend"]).output.contains("suspended"))
-        let unconfirmed = try run(["tenant", "delete", "globex"])
+        #expect(try await run(["user", "delete", "acme", "dave"]).status != 0)
+        #expect(try await run(["tenant", "update", "acme", "--suspend"]).output.contains("suspended"))
+        let unconfirmed = try await run(["tenant", "delete", "globex"])
         #expect(unconfirmed.status != 0 && unconfirmed.error.contains("confirm=globex"), "\(unconfirmed.error)")
-        #expect(try run(["tenant", "delete", "globex", "--confirm", "globex"]).status == 0)
+        #expect(try await run(["tenant", "delete", "globex", "--confirm", "globex"]).status == 0)
         #expect(
-            try run(["tenant", "list"]).output
+            try await run(["tenant", "list"]).output
                 == "acme\tacme\tEN\tEurope/Berlin\tcom.example.impulse\tend-of-day\tsuspended\n"
         )
         // Each write above is in the trail, newest first, as the command line's.
-        let actions = try run(["audit"]).output.split(separator: "\n").map {
+        let actions = try await run(["audit"]).output.split(separator: "\n").map {
             $0.split(separator: "\t").map(String.init)
         }
         #expect(
@@ -264,7 +291,7 @@ struct BrokerProcessTests {
             "\(actions)"
         )
         #expect(actions.allSatisfy { $0[1] == "cli" && $0[2] == "operator" })
-        #expect(try run(["audit", "--tenant", "acme"]).output.split(separator: "\n").count == 5)
+        #expect(try await run(["audit", "--tenant", "acme"]).output.split(separator: "\n").count == 5)
     }
 
     @Test("database takes a PostgreSQL URL: admin commands use it; a bad URL or an unreadable password file is refused")
@@ -278,10 +305,12 @@ struct BrokerProcessTests {
             #"{"dataDirectory": "\#(folder)/data", "database": "\#(url)", "databasePasswordFile": "\#(folder)/password"}"#
                 .utf8
         ).write(to: URL(fileURLWithPath: config))
-        let created = try BrokerProcess.run(["tenant", "create", "pg", "--config", config], dataDirectory: none)
+        let created = try await BrokerProcess.run(["tenant", "create", "pg", "--config", config], dataDirectory: none)
         #expect(created.status == 0, "\(created.error)")
         #expect(
-            try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none).output.hasPrefix("pg\t")
+            try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none).output.hasPrefix(
+                "pg\t"
+            )
         )
         // Nothing went to a SQLite file: the tenant is in PostgreSQL.
         #expect(!FileManager.default.fileExists(atPath: folder + "/data/broker.sqlite"))
@@ -293,11 +322,11 @@ struct BrokerProcessTests {
         await store.close()
 
         try Data(#"{"database": "postgres://db.internal/impulse"}"#.utf8).write(to: URL(fileURLWithPath: config))
-        let noUser = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        let noUser = try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(noUser.status != 0 && noUser.error.contains("names no user"), "\(noUser.error)")
         try Data(#"{"database": "\#(url)", "databasePasswordFile": "\#(folder)/missing"}"#.utf8)
             .write(to: URL(fileURLWithPath: config))
-        let missing = try BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
+        let missing = try await BrokerProcess.run(["tenant", "list", "--config", config], dataDirectory: none)
         #expect(missing.status != 0)
         #expect(missing.error.contains("cannot read the database password file"), "\(missing.error)")
     }
@@ -319,7 +348,7 @@ struct BrokerProcessTests {
             environment: ["BROKER_ADMIN_LISTEN": "off"]
         )
         _ = try #require(try await running.port(matching: /https:\/\/localhost:(\d+)/), "\(running.output)")
-        #expect(running.stop() == 0)
+        #expect(await running.stop() == 0)
         let users = try await store.users(tenant: demo)
         #expect(users.count == 8)  // anna, ben, chen, dora, eli and user001-003
         for user in users {
@@ -371,7 +400,7 @@ struct BrokerProcessTests {
             seen = items.withLock { $0 }
             #expect(seen.count == 1)
             #expect(try await eventually { demo.output.contains("dispatch: 25 users") }, "\(demo.output)")
-            #expect(demo.stop() == 0)  // SIGTERM: graceful shutdown, exit status 0
+            #expect(await demo.stop() == 0)  // SIGTERM: graceful shutdown, exit status 0
             // The shutdown is logged from start to end (the pipe may deliver the last lines after the exit).
             #expect(try await eventually(seconds: 5) { demo.output.contains(" stopped\n") }, "\(demo.output)")
             #expect(demo.output.contains("shutting down"))

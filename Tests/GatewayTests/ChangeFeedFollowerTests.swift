@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import GRDB
+import TestSupport
 import Testing
 
 @testable import Gateway

@@ -60,16 +60,16 @@ struct ClusterTests {
 
         func stop() {
             probe.runner.cancel()
-            simulator.stop()
+            simulator.terminate()
         }
     }
 
     /// A loopback port nothing listens on (bound, read and closed: connections to it are refused).
-    static func closedPort() throws -> Int {
-        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(host: "127.0.0.1", port: 0).wait()
+    static func closedPort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
         let port = channel.localAddress?.port ?? 1
-        try channel.close().wait()
+        try await channel.close()
         return port
     }
 
@@ -111,7 +111,7 @@ struct ClusterTests {
         // seconds apart. (The third may find every delivery taken by then; two pushing nodes prove the point.)
         var nodes: [RunningBroker] = []
         // Whatever ends the test (an early return, a thrown error), no node outlives it.
-        defer { for node in nodes where node.process.isRunning { _ = node.stop() } }
+        defer { for node in nodes { node.terminate() } }
         for node in 1...3 {
             nodes.append(try cluster.node(node))
             guard node < 3 else { break }
@@ -124,7 +124,7 @@ struct ClusterTests {
         let finished = try await eventually(seconds: 240) { try await cluster.pushed() == users }
         let count = try await cluster.pushed()
         #expect(finished, "\(count) of \(users): \(nodes.map { $0.output.suffix(1500) })")
-        for node in nodes { #expect(node.stop() == 0, "\(node.output.suffix(2000))") }
+        for node in nodes { #expect(await node.stop() == 0, "\(node.output.suffix(2000))") }
 
         let record = try await cluster.record()
         #expect(record.rejected == 0 && record.accepted == users, "\(record)")
@@ -147,7 +147,7 @@ struct ClusterTests {
         )
         defer { cluster.stop() }
         // Node 1's APNs is a port nothing listens on: every push fails without an answer.
-        let closed = try Self.closedPort()
+        let closed = try await Self.closedPort()
         let config = try String(contentsOfFile: cluster.data + "/node1.json", encoding: .utf8)
         try config.replacingOccurrences(
             of: "\"production\": \"127.0.0.1:\(cluster.simulator.port)\"",
@@ -155,7 +155,7 @@ struct ClusterTests {
         )
         .write(toFile: cluster.data + "/node1.json", atomically: true, encoding: .utf8)
         var nodes: [RunningBroker] = []
-        defer { for node in nodes where node.process.isRunning { _ = node.stop() } }
+        defer { for node in nodes { node.terminate() } }
         nodes.append(try cluster.node(1))
         // It takes work it cannot push: due rows become deliveries leased to it.
         let recorded = try await eventually(seconds: 60) {
@@ -172,7 +172,7 @@ struct ClusterTests {
         defer { _ = client.shutdown() }
         let inspect = try await Self.adminGet(nodes[0], "/inspect", client: client)
         #expect(inspect.contains("\"failingSince\""), "\(inspect.prefix(2000))")
-        for node in nodes { #expect(node.stop() == 0, "\(node.output.suffix(2000))") }
+        for node in nodes { #expect(await node.stop() == 0, "\(node.output.suffix(2000))") }
         let record = try await cluster.record()
         #expect(record.accepted == users, "\(record)")
         #expect(try await cluster.probe.integers("SELECT COUNT(*) FROM deliveries").first == users)
@@ -199,12 +199,12 @@ struct ClusterTests {
         defer { cluster.stop() }
         let pushed = cluster.pushed
         let nodes = try (1...3).map { try cluster.node($0) }
-        defer { for node in nodes where node.process.isRunning { _ = node.stop() } }
+        defer { for node in nodes { node.terminate() } }
 
         // Node 2 stops gracefully a fifth of the way in: what it had not pushed goes to the others at once.
         let fifth = try await eventually(seconds: 120) { try await pushed() >= users / 5 }
         #expect(fifth, "\(nodes.map { $0.output.suffix(1500) })")
-        #expect(nodes[1].stop() == 0, "\(nodes[1].output.suffix(2000))")
+        #expect(await nodes[1].stop() == 0, "\(nodes[1].output.suffix(2000))")
         #expect(
             nodes[1].output.contains("this node's claims and leases handed back"),
             "\(nodes[1].output.suffix(2000))"
@@ -213,7 +213,7 @@ struct ClusterTests {
         let half = try await eventually(seconds: 120) { try await pushed() >= users / 2 }
         #expect(half)
         kill(nodes[0].process.processIdentifier, SIGKILL)
-        nodes[0].process.waitUntilExit()
+        await nodes[0].process.exited()
         let pushedAtKill = try await pushed()
         #expect(pushedAtKill < users, "the kill came after the burst; it proves nothing")
 
@@ -222,7 +222,7 @@ struct ClusterTests {
         let count = try await pushed()
         #expect(finished, "\(count) of \(users): \(nodes[2].output.suffix(3000))")
         #expect(nodes[2].output.contains("a silent node's claims and leases ended"), "\(nodes[2].output.suffix(3000))")
-        #expect(nodes[2].stop() == 0)
+        #expect(await nodes[2].stop() == 0)
         let ledger = try await cluster.probe.integers(
             """
             SELECT COUNT(*), COUNT(DISTINCT user_id), COUNT(pushed_at), COUNT(*) FILTER (WHERE settled_at IS NULL)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Gateway
@@ -7,24 +8,26 @@ import Testing
 @Suite("Response compression", .timeLimit(.minutes(3)))
 struct CompressionTests {
     /// Decompresses with Python's zlib (a decoder independent of the one that compressed).
-    static func decompress(_ data: Data, gzip: Bool) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        let module = gzip ? "gzip" : "zlib"
-        process.arguments = [
-            "-c", "import sys, \(module); sys.stdout.buffer.write(\(module).decompress(sys.stdin.buffer.read()))",
-        ]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(data)
-        try input.fileHandleForWriting.close()
-        let result = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CocoaError(.coderReadCorrupt) }
-        return result
+    static func decompress(_ data: Data, gzip: Bool) async throws -> Data {
+        try await offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            let module = gzip ? "gzip" : "zlib"
+            process.arguments = [
+                "-c", "import sys, \(module); sys.stdout.buffer.write(\(module).decompress(sys.stdin.buffer.read()))",
+            ]
+            let input = Pipe()
+            let output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            input.fileHandleForWriting.write(data)
+            try input.fileHandleForWriting.close()
+            let result = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw CocoaError(.coderReadCorrupt) }
+            return result
+        }
     }
 
     @Test("A list of ten impulses goes out gzipped or deflated when asked, with its own ETag; small answers do not")
@@ -42,7 +45,7 @@ struct CompressionTests {
             #expect(gzip.headers["Content-Encoding"].first == "gzip")
             #expect(gzip.headers["Vary"].first?.contains("Accept-Encoding") == true)
             // The same content (the list also carries fetch times, which the first request set).
-            let unpacked = try Self.decompress(gzip.body, gzip: true)
+            let unpacked = try await Self.decompress(gzip.body, gzip: true)
             let again = try await broker.send(.GET, "/v1/impulses?limit=10")
             #expect(unpacked == again.body)
             #expect(gzip.body.count * 2 < unpacked.count, "\(gzip.body.count) of \(unpacked.count)")
@@ -65,7 +68,7 @@ struct CompressionTests {
             )
             #expect(deflate.headers["Content-Encoding"].first == "deflate")
             let current = try await broker.send(.GET, "/CurrentImpulse")
-            #expect(try Self.decompress(deflate.body, gzip: false) == current.body)
+            #expect(try await Self.decompress(deflate.body, gzip: false) == current.body)
             // Property lists too.
             let plist = try await broker.send(
                 .GET,
@@ -73,7 +76,9 @@ struct CompressionTests {
                 headers: [("Accept", "application/x-plist"), ("Accept-Encoding", "gzip")]
             )
             #expect(plist.headers["Content-Encoding"].first == "gzip")
-            #expect(String(decoding: try Self.decompress(plist.body, gzip: true), as: UTF8.self).contains("<plist"))
+            #expect(
+                String(decoding: try await Self.decompress(plist.body, gzip: true), as: UTF8.self).contains("<plist")
+            )
             // Refused or too small: as is.
             let refused = try await broker.send(
                 .GET,

@@ -1,6 +1,7 @@
 import Crypto
 import Engine
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Gateway

@@ -7,6 +7,7 @@ import Gateway
 import NIOCore
 import NIOPosix
 import NIOSSL
+import TestSupport
 import Testing
 
 /// The real `broker serve` process, killed with SIGKILL in the middle of a dispatch burst and started again on
@@ -26,7 +27,7 @@ struct CrashRecoveryTests {
         let data = TestBroker.temporaryDirectory()
         // Few streams and a small delay per answer make the burst last seconds, so the kill lands inside it.
         let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
+        defer { simulator.terminate() }
         // APNs answers after 100 ms, and the broker keeps at most 500 pushes in flight: the burst takes two seconds
         // or more, so the kill lands inside it even when the suite's other tests load the machine.
         #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 100}"#).status == 204)
@@ -47,7 +48,7 @@ struct CrashRecoveryTests {
             } >= 1500
         }
         kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        await first.process.exited()
         #expect(started, "\(first.output)")
         let atKill = try database.read { db in
             try Row.fetchOne(
@@ -69,7 +70,7 @@ struct CrashRecoveryTests {
             } == Self.users
         }
         #expect(finished, "\(second.output.suffix(2000))")
-        #expect(second.stop() == 0)  // SIGTERM: graceful, exit status 0
+        #expect(await second.stop() == 0)  // SIGTERM: graceful, exit status 0
 
         let ledger = try #require(
             try database.read { db in
@@ -134,7 +135,7 @@ struct CrashRecoveryTests {
         // Stop once the client has failed for a while (backoffs of seconds, pushes waiting for the next attempt).
         #expect(try await eventually(seconds: 60) { broker.output.contains("APNs unreachable") })
         try await Task.sleep(for: .seconds(3))
-        #expect(broker.stop() == 0, "\(broker.output.suffix(3000))")  // a fatal error would be signal 4
+        #expect(await broker.stop() == 0, "\(broker.output.suffix(3000))")  // a fatal error would be signal 4
         let row = try #require(
             try database.read {
                 try Row.fetchOne(
@@ -204,7 +205,7 @@ struct CrashRecoveryTests {
             await control.close()
         }
         defer {
-            _ = simulator?.stop()
+            simulator?.terminate()
             silent?.close(promise: nil)
         }
         // APNs requests wait 15 s for an answer and connects 10 s: far beyond the grace period and the 5 s that
@@ -239,7 +240,7 @@ struct CrashRecoveryTests {
         #expect(waiting)
         let stopping = ContinuousClock.now
         // Before APNs calls honoured cancellation, this ended in ServiceLifecycle's fatal error (signal 4).
-        #expect(broker.stop() == 0, "\(broker.output.suffix(3000))")
+        #expect(await broker.stop() == 0, "\(broker.output.suffix(3000))")
         #expect(stopping.duration(to: .now) < .seconds(15))  // grace 2 s, then at most 5 s of cancellation
         #expect(broker.output.contains("stopped"), "\(broker.output.suffix(3000))")
         let open = try await database.read {

@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import TestSupport
 import Testing
 
 /// What of the deployment kit (`deploy/`) a test can hold against the running broker; `deploy/check` checks the

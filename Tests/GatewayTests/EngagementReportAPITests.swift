@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import TestSupport
 import Testing
 
 /// `GET /t/{tenant}/admin/v1/reports/engagement` (and its CSV tables): what happened to a tenant's deliveries,

@@ -4,6 +4,7 @@ import Foundation
 import Gateway
 import NIOCore
 import NIOSSL
+import TestSupport
 import Testing
 
 @Suite("broker serve against an external APNs", .timeLimit(.minutes(3)))
@@ -45,17 +46,20 @@ struct ExternalAPNsTests {
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let admin = ["--config", data + "/broker.json"]
         try #require(
-            try BrokerProcess.run(
+            try await BrokerProcess.run(
                 ["tenant", "create", "acme", "--apns-topic", "com.acme.impulse"] + admin,
                 dataDirectory: nil
             ).status == 0
         )
         try #require(
-            try BrokerProcess.run(["user", "add", "acme", "alice", "--password", "a"] + admin, dataDirectory: nil)
-                .status == 0
+            try await BrokerProcess.run(
+                ["user", "add", "acme", "alice", "--password", "a"] + admin,
+                dataDirectory: nil
+            )
+            .status == 0
         )
         try #require(
-            try BrokerProcess.run(
+            try await BrokerProcess.run(
                 ["user", "add", "acme", "ops", "--password", "o", "--admin"] + admin,
                 dataDirectory: nil
             ).status == 0
@@ -65,7 +69,7 @@ struct ExternalAPNsTests {
             #"{"items": [{"workingID": "w1", "language": "EN", "title": "Breathe", "descriptionShort": "S", "description": "D", "duration": 2, "action": "do", "single": true, "lifeArea": "health"}]}"#
             .write(toFile: catalog, atomically: true, encoding: .utf8)
         try #require(
-            try BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
+            try await BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
         )
         let broker = try RunningBroker(["serve"] + admin, environment: environment)
         let port = try #require(try await broker.port(matching: /listener=https port=(\d+)/), "\(broker.output)")
@@ -129,8 +133,8 @@ struct ExternalAPNsTests {
         }
         #expect(accepted, "\(broker.output)")
         await control.close()
-        #expect(broker.stop() == 0)
-        #expect(simulator.stop() == 0)
+        #expect(await broker.stop() == 0)
+        #expect(await simulator.stop() == 0)
         #expect(!broker.output.contains(token))
     }
 }

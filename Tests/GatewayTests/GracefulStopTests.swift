@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Gateway
+import TestSupport
 import Testing
 
 /// The real `broker serve` process stopped with SIGTERM in the middle of a dispatch burst, pushing to a separate
@@ -18,7 +19,7 @@ struct GracefulStopTests {
     private func sigtermDrainsAlone() async throws {
         let data = TestBroker.temporaryDirectory()
         let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
+        defer { simulator.terminate() }
         // Answers after 100 ms with at most 500 in flight: the burst lasts a second or more, and at any moment
         // hundreds of pushes are on the wire, sent but not yet answered.
         #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 100}"#).status == 204)
@@ -37,7 +38,7 @@ struct GracefulStopTests {
             } >= 500
         }
         #expect(started, "\(first.output)")
-        #expect(first.stop() == 0, "\(first.output.suffix(3000))")
+        #expect(await first.stop() == 0, "\(first.output.suffix(3000))")
 
         // What APNs accepted before the exit, against what the ledger holds as pushed.
         let acceptedBeforeRestart = Set(try await simulator.acceptedPushes().compactMap { $0["collapseID"] as? String })
@@ -61,7 +62,7 @@ struct GracefulStopTests {
             } == Self.users
         }
         #expect(finished, "\(second.output.suffix(2000))")
-        #expect(second.stop() == 0)
+        #expect(await second.stop() == 0)
         let pushes = try await simulator.acceptedPushes()
         #expect(pushes.count == Self.users, "\(pushes.count - Self.users) pushes repeated")
     }

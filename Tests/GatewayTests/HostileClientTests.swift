@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import NIOCore
 import NIOSSL
+import TestSupport
 import Testing
 
 /// A `broker demo` process (a real server with its own memory and CPU to measure) under attack from hand-made
@@ -32,7 +33,9 @@ struct AttackTarget {
         return status == 200
     }
 
-    func stop() -> Int32 { process.stop() }
+    func stop() async -> Int32 { await process.stop() }
+
+    func terminate() { process.terminate() }
 
     static let basicAnna = "Basic " + Data("anna:demo".utf8).base64EncodedString()
 }
@@ -49,7 +52,7 @@ struct HostileClientTests {
     @Test("HPACK bomb: the header list limit is announced and enforced as fields are decoded, not after")
     func hpackBomb() async throws {
         let target = try await AttackTarget.start()
-        defer { _ = target.stop() }
+        defer { target.terminate() }
         let before = try #require(target.usage)
         let client = try await RawHTTP2Client.connect(port: target.port)
         // The server's SETTINGS announce the limit (id 6, MAX_HEADER_LIST_SIZE).
@@ -104,7 +107,7 @@ struct HostileClientTests {
     @Test("A body over the limit is answered 413 and its stream reset, not read to its end")
     func oversizedBodyIsReset() async throws {
         let target = try await AttackTarget.start(environment: ["BROKER_MAX_BODY_BYTES": "1024"])
-        defer { _ = target.stop() }
+        defer { target.terminate() }
         let client = try await RawHTTP2Client.connect(port: target.port)
         let block = RawHTTP2Client.request(
             "PUT",
@@ -185,7 +188,7 @@ struct HostileSimulatorClientTests {
     @Test("The control API needs its token; out-of-range numbers are refused with a problem, and nothing traps")
     func controlAPI() async throws {
         let (simulator, connection) = try await Self.start()
-        defer { _ = simulator.stop() }
+        defer { simulator.terminate() }
         #expect(try await Self.call(connection, "GET", "/_simulator/accepted", headers: []).status == 401)
         let wrong = [HTTP2Header("authorization", "Bearer not-the-token-at-all")]
         #expect(try await Self.call(connection, "DELETE", "/_simulator/accepted", headers: wrong).status == 401)
@@ -215,13 +218,13 @@ struct HostileSimulatorClientTests {
         #expect(try await Self.call(connection, "PUT", "/_simulator/faults", "{}").status == 204)
         #expect(try await Self.push(connection).status == 200)
         await connection.close()
-        #expect(simulator.stop() == 0)
+        #expect(await simulator.stop() == 0)
     }
 
     @Test("HPACK bomb against the simulator's 1,000 streams: refused as decoded, memory stays flat")
     func hpackBomb() async throws {
         let (simulator, connection) = try await Self.start()
-        defer { _ = simulator.stop() }
+        defer { simulator.terminate() }
         let port = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
         let before = try #require(ProcessUsage.of(simulator.process.processIdentifier))
         let client = try await RawHTTP2Client.connect(port: port)
@@ -247,7 +250,7 @@ struct HostileSimulatorClientTests {
     @Test("Without a control token the control paths are not there; a body over 64 KiB is 413 PayloadTooLarge")
     func noControlAndLargeBodies() async throws {
         let (simulator, connection) = try await Self.start(["--no-control"])
-        defer { _ = simulator.stop() }
+        defer { simulator.terminate() }
         #expect(try await Self.call(connection, "GET", "/_simulator/accepted").status != 200)
         #expect(
             try await Self.call(connection, "PUT", "/_simulator/faults", #"{"unavailableUntil": 4000000000}"#).status
@@ -293,7 +296,7 @@ struct PasswordAttackTests {
         let target = try await AttackTarget.start(
             environment: ["BROKER_BCRYPT_COST": "10", "BROKER_CREDENTIAL_CACHE_SECONDS": "0"]
         )
-        defer { _ = target.stop() }
+        defer { target.terminate() }
         // anna has logged in from here before (the address is then trusted for her).
         #expect(try await Self.login(target, "anna", "demo").0 == 200)
         let before = try #require(target.usage)
@@ -375,7 +378,7 @@ struct PasswordAttackTests {
     @Test("An unknown username takes as long as a wrong password, at the configured cost")
     func noUsernameEnumeration() async throws {
         let target = try await AttackTarget.start(environment: ["BROKER_BCRYPT_COST": "12"])
-        defer { _ = target.stop() }
+        defer { target.terminate() }
         // Measured in the server's CPU time, which the machine's load does not blur as it does wall time: an
         // attacker with a quiet server sees the same difference in answer times.
         let start = try #require(target.usage)
@@ -419,7 +422,7 @@ struct SilentConnectionTests {
     @Test("The broker closes them: beyond an address's share at once, the rest when the handshake is overdue")
     func broker() async throws {
         let target = try await AttackTarget.start(environment: Self.limits)
-        defer { _ = target.stop() }
+        defer { target.terminate() }
         // The soft open-file limit was raised to the hard one at start.
         let limits = try String(
             contentsOfFile: "/proc/\(target.process.process.processIdentifier)/limits",
@@ -450,7 +453,7 @@ struct SilentConnectionTests {
             ["apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data, "--log-level", "error"],
             environment: Self.limits
         )
-        defer { _ = simulator.stop() }
+        defer { simulator.terminate() }
         let port = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#), "\(simulator.output)")
         let connections = try await Self.silent(40, port: port)
         #expect(try await eventually(seconds: 10) { connections.allSatisfy(\.isClosed) })
@@ -464,7 +467,7 @@ struct ZeroWindowTests {
     )
     func zeroWindow() async throws {
         let target = try await AttackTarget.start(environment: ["BROKER_STALL_TIMEOUT_SECONDS": "3"])
-        defer { _ = target.stop() }
+        defer { target.terminate() }
         let file = [UInt8]((0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try Data(file).write(to: URL(fileURLWithPath: target.directory + "/media/big.bin"))
         // Warm up: the file is served whole to a client with a normal window.

@@ -1,5 +1,6 @@
 import Engine
 import HummingbirdBcrypt
+import TestSupport
 import Testing
 
 @testable import Gateway

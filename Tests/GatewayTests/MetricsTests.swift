@@ -3,6 +3,7 @@ import Engine
 import Foundation
 import GRDB
 import NIOCore
+import TestSupport
 import Testing
 
 @testable import Gateway
@@ -171,7 +172,7 @@ struct MetricsTests {
             """
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let broker = try RunningBroker(["serve", "--config", data + "/broker.json"])
-        defer { _ = broker.stop() }
+        defer { broker.terminate() }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
         let text = try await ClusterTests.adminGet(broker, "/metrics", client: client)

@@ -3,6 +3,7 @@ import Foundation
 import HummingbirdBcrypt
 import NIOConcurrencyHelpers
 import NIOPosix
+import TestSupport
 import Testing
 
 @testable import Gateway

@@ -15,17 +15,19 @@ struct PostgresBackupTests {
     }
 
     /// Runs a program to completion: its exit status and standard error.
-    static func run(_ program: String, _ arguments: [String]) throws -> (status: Int32, error: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let error = Pipe()
-        process.standardError = error
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+    static func run(_ program: String, _ arguments: [String]) async throws -> (status: Int32, error: String) {
+        try await offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = arguments
+            let error = Pipe()
+            process.standardError = error
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
     }
 
     @Test("pg_dump mid-dispatch, pg_restore into an empty database: a node finishes the day from it, once per user")
@@ -37,7 +39,7 @@ struct PostgresBackupTests {
         let users = 3_000
         let data = TestBroker.temporaryDirectory()
         let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
+        defer { simulator.terminate() }
         // Answers after 200 ms: the burst lasts seconds, so the dump lands inside it.
         #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 200}"#).status == 204)
         let live = try await PostgresTestDatabases.make()
@@ -61,19 +63,19 @@ struct PostgresBackupTests {
         let pushedQuery = "SELECT COUNT(*) FROM deliveries WHERE pushed_at IS NOT NULL"
 
         let serving = try RunningBroker(["serve", "--config", data + "/broker.json"])
-        defer { if serving.process.isRunning { _ = serving.stop() } }
+        defer { serving.terminate() }
         let started = try await eventually(seconds: 120) {
             try await source.integers(pushedQuery).first ?? 0 >= 300
         }
         #expect(started, "\(serving.output.suffix(2000))")
-        let dump = try Self.run(
+        let dump = try await Self.run(
             try Self.tool("pg_dump"),
             ["--format=custom", "--file=\(data)/backup.dump", live + "?sslmode=disable"]
         )
         #expect(dump.status == 0, "\(dump.error)")
-        #expect(serving.stop() == 0, "\(serving.output.suffix(2000))")
+        #expect(await serving.stop() == 0, "\(serving.output.suffix(2000))")
 
-        let restore = try Self.run(
+        let restore = try await Self.run(
             try Self.tool("pg_restore"),
             ["--no-owner", "--exit-on-error", "--dbname=\(restoredURL)?sslmode=disable", "\(data)/backup.dump"]
         )
@@ -85,12 +87,12 @@ struct PostgresBackupTests {
 
         // A node of its own (a new data folder, as on a new machine) on the restored database: no migration needed.
         let second = try RunningBroker(["serve", "--config", data + "/restored.json"])
-        defer { if second.process.isRunning { _ = second.stop() } }
+        defer { second.terminate() }
         let finished = try await eventually(seconds: 180) {
             try await restored.integers(pushedQuery).first == users
         }
         #expect(finished, "\(second.output.suffix(2000))")
-        #expect(second.stop() == 0, "\(second.output.suffix(2000))")
+        #expect(await second.stop() == 0, "\(second.output.suffix(2000))")
         let ledger = try await restored.integers(
             """
             SELECT COUNT(*), COUNT(DISTINCT user_id), COUNT(DISTINCT local_date) FROM deliveries

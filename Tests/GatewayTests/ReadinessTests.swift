@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import TestSupport
 import Testing
 
 /// `GET /health` as a load balancer and Kubernetes read it: ready while the store takes a write, not ready (503)
@@ -40,7 +41,7 @@ struct ReadinessTests {
                 body: #"{"DeviceToken": "\#(token)", "DeviceName": "p"}"#
             )
             let simulator = try #require(broker.application.simulator)
-            await simulator.setToken(token, .unregistered(since: Date().addingTimeInterval(3600)))
+            simulator.setToken(token, .unregistered(since: Date().addingTimeInterval(3600)))
             _ = try await broker.sendPush("command=send&impulse=acme-5&target=alice")
             var refusals: [[String: Any]] = []
             let shown = try await eventually {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Every `curl` line of the README, run as written against `broker demo` and `broker apns-simulator` processes.
@@ -90,16 +91,16 @@ struct ReadmeExamplesTests {
             ["demo", "--users", "0", "--listen", "127.0.0.1:0", "--data-dir", data + "/demo"],
             environment: ["BROKER_ADMIN_LISTEN": "127.0.0.1:0", "BROKER_OPERATOR_TOKEN": operatorToken]
         )
-        defer { _ = demo.stop() }
+        defer { demo.terminate() }
         let simulator = try RunningBroker([
             "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--log-level", "error",
         ])
-        defer { _ = simulator.stop() }
+        defer { simulator.terminate() }
         let demoPort = try #require(try await demo.port(matching: /https:\/\/localhost:(\d+)/), "\(demo.output)")
         let simulatorPort = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
         // anna's impulse of the day is delivered as the demo starts (her delivery time is that minute).
         let delivered = try await eventually(seconds: 30) {
-            let answer = try Self.run(
+            let answer = try await Self.run(
                 "curl --http2 -k -u anna:demo https://localhost:\(demoPort)/CurrentImpulse",
                 environment: [:]
             )
@@ -110,7 +111,7 @@ struct ReadmeExamplesTests {
             let command = example.command
                 .replacingOccurrences(of: "https://localhost:8443", with: "https://localhost:\(demoPort)")
                 .replacingOccurrences(of: "https://127.0.0.1:2197", with: "https://127.0.0.1:\(simulatorPort)")
-            let answer = try Self.run(
+            let answer = try await Self.run(
                 command,
                 environment: [
                     "T": "Authorization: Bearer \(RunningBroker.controlToken)", "BROKER_OPERATOR_TOKEN": operatorToken,
@@ -125,18 +126,20 @@ struct ReadmeExamplesTests {
     }
 
     /// Runs a curl command line through `sh`, adding options that report the status and keep quiet.
-    static func run(_ command: String, environment: [String: String]) throws -> (status: Int, body: String) {
-        let bodyFile = TestBroker.temporaryDirectory() + "/body"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command + " -s -o '\(bodyFile)' -w '%{http_code}'"]
-        process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let status = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let body = (try? String(contentsOfFile: bodyFile, encoding: .utf8)) ?? ""
-        return (Int(String(decoding: status, as: UTF8.self)) ?? 0, body)
+    static func run(_ command: String, environment: [String: String]) async throws -> (status: Int, body: String) {
+        try await offThePool {
+            let bodyFile = TestBroker.temporaryDirectory() + "/body"
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", command + " -s -o '\(bodyFile)' -w '%{http_code}'"]
+            process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let status = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            let body = (try? String(contentsOfFile: bodyFile, encoding: .utf8)) ?? ""
+            return (Int(String(decoding: status, as: UTF8.self)) ?? 0, body)
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Gateway
+import TestSupport
 import Testing
 
 @Suite("Reminders API", .timeLimit(.minutes(2)))

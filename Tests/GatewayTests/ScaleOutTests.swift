@@ -63,7 +63,7 @@ struct ScaleOutTests {
     private func killOneOfThreeAlone() async throws {
         let data = TestBroker.temporaryDirectory()
         let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.stop() }
+        defer { simulator.terminate() }
         // APNs answers after 50 ms and each node keeps at most 300 pushes in flight: the burst lasts seconds, so
         // the kill lands inside it.
         #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 50}"#).status == 204)
@@ -96,7 +96,7 @@ struct ScaleOutTests {
         var nodes = try (1...3).map { try RunningBroker(["serve", "--config", data + "/node\($0).json"]) }
         let started = try await eventually(seconds: 120) { try await pushed() >= Self.users / 5 }
         kill(nodes[0].process.processIdentifier, SIGKILL)
-        nodes[0].process.waitUntilExit()
+        await nodes[0].process.exited()
         #expect(started, "\(nodes[0].output.suffix(2000))")
         let pushedAtKill = try await pushed()
         #expect(pushedAtKill < Self.users, "the kill came after the burst; it proves nothing")
@@ -130,7 +130,7 @@ struct ScaleOutTests {
         #expect(metrics.contains("broker_node_info{node=\"\(node)\"} 1"), "\(metrics)")
         #expect(metrics.contains("broker_store_claims 0") && metrics.contains("broker_store_pool_in_use"))
         try await client.shutdown()
-        for node in nodes { #expect(node.stop() == 0, "\(node.output.suffix(2000))") }
+        for node in nodes { #expect(await node.stop() == 0, "\(node.output.suffix(2000))") }
 
         let ledger = try await probe.integers(
             """

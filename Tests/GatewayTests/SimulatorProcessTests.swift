@@ -73,6 +73,6 @@ struct SimulatorProcessTests {
         #expect(try await call("PUT", "/_simulator/faults", #"{"nonsense": true, "hangNext": "x"}"#).status == 400)
         await control.close()
         await client.shutdown()
-        #expect(simulator.stop() == 0)
+        #expect(await simulator.stop() == 0)
     }
 }

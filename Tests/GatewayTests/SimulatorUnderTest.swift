@@ -35,7 +35,7 @@ struct SimulatorUnderTest {
             )
             return SimulatorUnderTest(process: process, port: port, control: control, data: data)
         } catch {
-            _ = process.stop()
+            process.terminate()
             throw error
         }
     }
@@ -79,7 +79,12 @@ struct SimulatorUnderTest {
     }
 
     /// Stops the process (its control connection closes with it).
-    func stop() {
-        _ = process.stop()
+    func stop() async {
+        _ = await process.stop()
+    }
+
+    /// Sends SIGTERM without waiting, for a `defer`.
+    func terminate() {
+        process.terminate()
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Gateway
 import NIOCore
+import TestSupport
 import Testing
 
 /// Clients that send their request body slowly, stall, or drop the connection mid-upload, over HTTP/1.1 and

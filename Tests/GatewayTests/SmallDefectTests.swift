@@ -1,35 +1,41 @@
 import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @Suite("Small holes found by an attacker", .timeLimit(.minutes(2)))
 struct SmallDefectTests {
     /// Runs `openssl s_client` for one TLS 1.2 handshake with one cipher suite; returns whether it completed.
-    static func handshake(port: Int, cipher: String) throws -> (Bool, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
-            "s_client", "-connect", "127.0.0.1:\(port)", "-tls1_2", "-cipher", cipher, "-alpn", "h2",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus == 0 && text.contains("Cipher is \(cipher)"), text)
+    static func handshake(port: Int, cipher: String) async throws -> (Bool, String) {
+        try await offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = [
+                "s_client", "-connect", "127.0.0.1:\(port)", "-tls1_2", "-cipher", cipher, "-alpn", "h2",
+            ]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus == 0 && text.contains("Cipher is \(cipher)"), text)
+        }
     }
 
     @Test("TLS 1.2 offers AEAD suites only: CBC suites are refused, GCM ones negotiate h2")
     func aeadOnly() async throws {
         try await TestBroker.run { broker in
             for cbc in ["ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA"] {
-                let (done, output) = try Self.handshake(port: broker.httpsPort, cipher: cbc)
+                let (done, output) = try await Self.handshake(port: broker.httpsPort, cipher: cbc)
                 #expect(!done, "\(output.suffix(600))")
             }
-            let (done, output) = try Self.handshake(port: broker.httpsPort, cipher: "ECDHE-ECDSA-AES128-GCM-SHA256")
+            let (done, output) = try await Self.handshake(
+                port: broker.httpsPort,
+                cipher: "ECDHE-ECDSA-AES128-GCM-SHA256"
+            )
             #expect(done, "\(output.suffix(600))")
             #expect(output.contains("ALPN protocol: h2"))
         }
@@ -135,7 +141,7 @@ struct ParserErrorTests {
             #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer)")
             #expect(answer.contains(#""type":"urn:impulse-broker:problem:malformed-request""#), "\(answer)")
             // TLS with ALPN http/1.1, as curl sends it.
-            let output = try curl([
+            let output = try await curl([
                 "-sk", "--http1.1", "-X", "FOO", "-w", "\n%{http_code}", "https://127.0.0.1:\(broker.httpsPort)/health",
             ])
             #expect(output.hasSuffix("\n400"), "\(output)")

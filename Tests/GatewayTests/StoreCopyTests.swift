@@ -56,7 +56,7 @@ struct StoreCopyTests {
         _ = try await administration.updateTenant(Fixture.globex, TenantSettings(suspended: true), by: .commandLine)
 
         let url = try await PostgresTestDatabases.make() + "?sslmode=disable"
-        let copied = try BrokerProcess.run(["store", "copy", "--from", path, "--to", url], dataDirectory: nil)
+        let copied = try await BrokerProcess.run(["store", "copy", "--from", path, "--to", url], dataDirectory: nil)
         #expect(copied.status == 0, "\(copied.error)")
         #expect(copied.output.contains("users: 5 copied, 5 in the target"), "\(copied.output)")
         #expect(copied.output.contains("the counts match"))
@@ -111,12 +111,12 @@ struct StoreCopyTests {
         #expect(dave.id.rawValue > (try await sqlite.users(tenant: Fixture.globex)).map(\.id.rawValue).max() ?? 0)
 
         // Again, into a database that now holds data: refused, and nothing changes.
-        let again = try BrokerProcess.run(["store", "copy", "--from", path, "--to", url], dataDirectory: nil)
+        let again = try await BrokerProcess.run(["store", "copy", "--from", path, "--to", url], dataDirectory: nil)
         #expect(again.status != 0)
         #expect(again.error.contains("not empty"), "\(again.error)")
         #expect(try await postgres.user(tenant: Fixture.acme, username: "dave") != nil)
         // Told to replace it: the target is the SQLite file's copy again.
-        let replaced = try BrokerProcess.run(
+        let replaced = try await BrokerProcess.run(
             ["store", "copy", "--from", path, "--to", url, "--replace"],
             dataDirectory: nil
         )
@@ -124,12 +124,12 @@ struct StoreCopyTests {
         #expect(try await postgres.user(tenant: Fixture.acme, username: "dave") == nil)
         #expect(try await postgres.users(tenant: Fixture.acme) == (try await sqlite.users(tenant: Fixture.acme)))
         // A file that is not there, a target that is not PostgreSQL: clear errors.
-        let missing = try BrokerProcess.run(
+        let missing = try await BrokerProcess.run(
             ["store", "copy", "--from", "/nonexistent", "--to", url],
             dataDirectory: nil
         )
         #expect(missing.status != 0 && missing.error.contains("no SQLite file"))
-        let wrong = try BrokerProcess.run(
+        let wrong = try await BrokerProcess.run(
             ["store", "copy", "--from", path, "--to", "/tmp/x.sqlite"],
             dataDirectory: nil
         )

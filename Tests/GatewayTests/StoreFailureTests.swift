@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import NIOSSL
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Gateway

@@ -1,5 +1,6 @@
 import Foundation
 import NIOSSL
+import TestSupport
 import Testing
 
 @testable import Gateway
@@ -48,7 +49,7 @@ struct TLSReloadTests {
             """
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let broker = try RunningBroker(["serve", "--config", data + "/broker.json"])
-        defer { _ = broker.stop() }
+        defer { broker.terminate() }
         let port = try #require(try await broker.port(matching: /listener=https port=(\d+)/), "\(broker.output)")
         let open = try await Self.connect(port: port, trusting: first)
         #expect(try await Self.health(open) == 200)
@@ -76,7 +77,7 @@ struct TLSReloadTests {
         let still = try await Self.connect(port: port, trusting: second)
         #expect(try await Self.health(still) == 200)
         await still.close()
-        #expect(broker.stop() == 0)
+        #expect(await broker.stop() == 0)
     }
 
     @Test("A change to the files is noticed by their size and time; unchanged files are not read again")

@@ -321,18 +321,6 @@ extension TestBroker {
     }
 }
 
-/// Waits for a condition that depends on a background service (the change feed), up to `seconds`.
-/// 20 by default: the whole suite runs in parallel on two cores, where tests that take 0.2 s alone took 3-8 s and
-/// a 5-second window failed twice in about 60 runs.
-func eventually(seconds: Double = 20, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
-}
-
 extension TestBroker {
     /// One authenticated `GET /CurrentImpulse` against a broker running in another process.
     static func probe(port: Int, directory: String, _ check: (Reply) throws -> Void) async throws {

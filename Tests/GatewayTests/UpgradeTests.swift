@@ -11,46 +11,46 @@ import Testing
 @Suite("Upgrades through broker migrate", .timeLimit(.minutes(3)))
 struct UpgradeTests {
     @Test("SQLite: serve and admin commands refuse an older schema; migrate --check lists it; migrate applies it")
-    func sqlite() throws {
+    func sqlite() async throws {
         let data = TestBroker.temporaryDirectory()
         try SQLiteStore.migrator.migrate(try DatabaseQueue(path: data + "/broker.sqlite"), upTo: "v14-webhooks")
-        let refused = try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
+        let refused = try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
         #expect(refused.status != 0)
         #expect(refused.error.contains("v15-console-sessions, v16-provider-tokens"), "\(refused.error)")
         #expect(refused.error.contains("broker migrate"))
-        let serve = try BrokerProcess.run(["serve", "--listen", "127.0.0.1:0"], dataDirectory: data)
+        let serve = try await BrokerProcess.run(["serve", "--listen", "127.0.0.1:0"], dataDirectory: data)
         #expect(serve.status != 0 && serve.error.contains("broker migrate"), "\(serve.error)")
-        let check = try BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
+        let check = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
         #expect(check.status == 2, "\(check.error)")
         #expect(check.output.contains("2 pending migrations:"), "\(check.output)")
         #expect(check.output.contains("v16-provider-tokens: schema only, no rows to touch"))
         // The check changed nothing.
-        #expect(try BrokerProcess.run(["migrate", "--check"], dataDirectory: data).status == 2)
-        let applied = try BrokerProcess.run(["migrate"], dataDirectory: data)
+        #expect(try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data).status == 2)
+        let applied = try await BrokerProcess.run(["migrate"], dataDirectory: data)
         #expect(applied.status == 0 && applied.output.contains("applied 2 in"), "\(applied.output) \(applied.error)")
-        let current = try BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
+        let current = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
         #expect(current.status == 0 && current.output.contains("up to date (latest migration: v16-provider-tokens)"))
-        #expect(try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data).status == 0)
+        #expect(try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data).status == 0)
     }
 
     @Test("An admin command told to migrate (--migrate, BROKER_MIGRATE=on) applies the migrations and goes on")
-    func toldTo() throws {
+    func toldTo() async throws {
         let data = TestBroker.temporaryDirectory()
         try SQLiteStore.migrator.migrate(try DatabaseQueue(path: data + "/broker.sqlite"), upTo: "v15-console-sessions")
-        let flag = try BrokerProcess.run(["tenant", "create", "acme", "--migrate"], dataDirectory: data)
+        let flag = try await BrokerProcess.run(["tenant", "create", "acme", "--migrate"], dataDirectory: data)
         #expect(flag.status == 0, "\(flag.error)")
         let other = TestBroker.temporaryDirectory()
         try SQLiteStore.migrator.migrate(
             try DatabaseQueue(path: other + "/broker.sqlite"),
             upTo: "v15-console-sessions"
         )
-        let environment = try BrokerProcess.run(
+        let environment = try await BrokerProcess.run(
             ["tenant", "create", "acme"],
             dataDirectory: other,
             environment: ["BROKER_MIGRATE": "on"]
         )
         #expect(environment.status == 0, "\(environment.error)")
-        let bad = try BrokerProcess.run(
+        let bad = try await BrokerProcess.run(
             ["tenant", "list"],
             dataDirectory: other,
             environment: ["BROKER_MIGRATE": "yes"]
@@ -70,7 +70,7 @@ struct UpgradeTests {
         // A migration that cannot finish (another session holds the migrations' lock) ends at the deadline.
         let stuck = try await old.withConnection(operation: "write", deadline: .seconds(60)) { connection in
             try await connection.query("SELECT pg_advisory_lock(\(PostgresStore.migrationLock))", logger: old.logger)
-            let stuck = try BrokerProcess.run(
+            let stuck = try await BrokerProcess.run(
                 ["migrate", "--deadline-seconds", "1"],
                 dataDirectory: data,
                 environment: environment
@@ -80,21 +80,22 @@ struct UpgradeTests {
         }
         #expect(stuck.status == 3 && stuck.error.contains("did not finish within 1"), "\(stuck.error)")
         await old.close()
-        let serve = try BrokerProcess.run(
+        let serve = try await BrokerProcess.run(
             ["serve", "--listen", "127.0.0.1:0"],
             dataDirectory: data,
             environment: environment
         )
         #expect(serve.status != 0 && serve.error.contains("(14 nodes)"), "\(serve.error)")
-        let check = try BrokerProcess.run(["migrate", "--check"], dataDirectory: data, environment: environment)
+        let check = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data, environment: environment)
         #expect(
             check.status == 2 && check.output.contains("1 pending migration:\n  14 nodes: schema only"),
             "\(check.output)"
         )
-        let applied = try BrokerProcess.run(["migrate"], dataDirectory: data, environment: environment)
+        let applied = try await BrokerProcess.run(["migrate"], dataDirectory: data, environment: environment)
         #expect(applied.status == 0 && applied.output.contains("applied 1 in"), "\(applied.output) \(applied.error)")
         #expect(
-            try BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data, environment: environment).status
+            try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data, environment: environment)
+                .status
                 == 0
         )
     }

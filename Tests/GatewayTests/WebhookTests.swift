@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Gateway
