@@ -66,14 +66,17 @@ S["RegisterToken"] = {"type": "object", "required": ["DeviceToken", "DeviceName"
 S["Health"] = {"type": "object", "additionalProperties": False, "required": ["status"], "properties": {"status": {"const": "ok"}}}
 S["Inspection"] = {"type": "object", "description": "The node's live state (see the README, \"Metrics and inspection\")."}
 # admin
+FIRST_DELIVERY = {"type": "string", "enum": ["next-delivery-time", "immediate"],
+  "description": "when users created through administration start: at their first delivery time after they were created (the default), or with today's impulse at once when its time has passed (a welcome impulse)"}
 S["Tenant"] = {"type": "object", "additionalProperties": False,
-  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "adminsManageAPNsCredentials", "createdAt"],
+  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "adminsManageAPNsCredentials", "firstDelivery", "createdAt"],
   "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "defaultLanguage": {"type": "string"},
     "defaultTimeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer"},
     "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays"),
     "apnsEnvironment": {"type": "string", "enum": ["production", "sandbox"]},
     "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
     "suspended": {"type": "boolean"}, "adminsManageAPNsCredentials": {"type": "boolean"},
+    "firstDelivery": FIRST_DELIVERY,
     "createdAt": {"type": "string", "format": "date-time"}}}
 settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "string"}, "defaultTimeZone": {"type": "string"},
     "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer", "minimum": 1, "maximum": 24},
@@ -82,7 +85,8 @@ settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "strin
     "apnsEnvironment": {"type": "string", "enum": ["production", "sandbox"], "description": "of tokens registered without one"},
     "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
     "suspended": {"type": "boolean", "description": "suspended: no dispatch; its users and admins are refused (403)"},
-    "adminsManageAPNsCredentials": {"type": "boolean", "description": "whether the tenant's admins may manage its APNs credentials (operators always may)"}}
+    "adminsManageAPNsCredentials": {"type": "boolean", "description": "whether the tenant's admins may manage its APNs credentials (operators always may)"},
+    "firstDelivery": FIRST_DELIVERY}
 S["TenantSettings"] = {"type": "object", "description": "Every member optional: those given replace the tenant's.", "properties": settings_props}
 S["NewTenant"] = {"type": "object", "required": ["id"],
   "properties": dict({"id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}}, **settings_props)}
@@ -100,7 +104,8 @@ change_props = {"language": {"type": "string"}, "timeZone": {"type": "string"}, 
     "enabled": {"type": "boolean"}, "admin": {"type": "boolean", "description": "may use the tenant's admin API and /SendPush"}}
 S["UserChanges"] = {"type": "object", "description": "Every member optional: those given replace the user's.", "properties": change_props}
 S["NewUser"] = {"type": "object", "required": ["username", "password"],
-  "properties": dict({"username": {"type": "string", "minLength": 1, "maxLength": 128}, "password": {"type": "string", "minLength": 1}}, **change_props)}
+  "properties": dict({"username": {"type": "string", "minLength": 1, "maxLength": 128}, "password": {"type": "string", "minLength": 1},
+    "firstDelivery": dict(FIRST_DELIVERY, description="when this user starts; absent: as the tenant's firstDelivery says")}, **change_props)}
 S["UserPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("AdminUser")}, "next": NEXT}}
 S["Password"] = {"type": "object", "required": ["password"], "properties": {"password": {"type": "string", "minLength": 1}}}
@@ -313,7 +318,8 @@ paths["/t/{tenant}/admin/v1/user-imports"] = {
                         "properties": {"report": ref("UserImportReport")}}]}}}}}),
       ADMIN, tags=TA,
       desc="CSV: a header naming the columns (username, password, passwordHash, language, timeZone, deliveryTime, quietHours, weekdays, enabled, admin, and a column per life area); JSON lines: one user body per line, with password or passwordHash. A new username needs a password or a bcrypt passwordHash; a known one is updated with what its row gives. Bodies up to maxUploadBytes; no Idempotency-Key (the import is idempotent by username).",
-      params=[ten, q("mode", {"type": "string", "enum": ["per-row", "all-or-nothing"]}, "per-row (default): each valid row is written; all-or-nothing: nothing unless every row is valid")],
+      params=[ten, q("mode", {"type": "string", "enum": ["per-row", "all-or-nothing"]}, "per-row (default): each valid row is written; all-or-nothing: nothing unless every row is valid"),
+        q("firstDelivery", {"type": "string", "enum": ["next-delivery-time", "immediate"]}, "when the new users start; absent: as the tenant's firstDelivery says")],
       body={"required": True, "content": {"text/csv": {"schema": {"type": "string"}},
                                           "application/x-ndjson": {"schema": {"type": "string"}}}})}
 

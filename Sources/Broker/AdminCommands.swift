@@ -89,6 +89,11 @@ struct TenantCommand: AsyncParsableCommand {
                 "How long APNs keeps pushes for offline phones: end-of-day (of the user's delivery day) or immediate (apns-expiration 0)."
         )
         var pushExpiry = PushExpiry.endOfDay.rawValue
+        @Option(
+            help:
+                "When users added through administration start: next-delivery-time (their first delivery time after they were added) or immediate (today's impulse at once when its time has passed)."
+        )
+        var firstDelivery = FirstDelivery.nextDeliveryTime.rawValue
 
         func run() async throws {
             try await withAdministration(common) { administration, _, _ in
@@ -101,7 +106,8 @@ struct TenantCommand: AsyncParsableCommand {
                         deliveryTime: deliveryTime,
                         maxPushesPerDay: maxPerDay,
                         apnsTopic: apnsTopic,
-                        pushExpiry: pushExpiry
+                        pushExpiry: pushExpiry,
+                        firstDelivery: firstDelivery
                     ),
                     by: .commandLine
                 )
@@ -129,6 +135,7 @@ struct TenantCommand: AsyncParsableCommand {
         var apnsEnvironment: String?
         @Flag(help: "Suspend the tenant: no dispatch; its users and admins are refused (403).") var suspend = false
         @Flag(help: "Resume a suspended tenant.") var resume = false
+        @Option(help: "next-delivery-time or immediate (see tenant create).") var firstDelivery: String?
 
         func run() async throws {
             guard !(suspend && resume) else { throw ValidationError("give --suspend or --resume, not both") }
@@ -143,7 +150,8 @@ struct TenantCommand: AsyncParsableCommand {
                 apnsEnvironment: apnsEnvironment,
                 apnsTopic: apnsTopic,
                 pushExpiry: pushExpiry,
-                suspended: suspend ? true : resume ? false : nil
+                suspended: suspend ? true : resume ? false : nil,
+                firstDelivery: firstDelivery
             )
             guard settings != TenantSettings() else { throw ValidationError("nothing to change: give an option") }
             try await withAdministration(common) { administration, _, _ in

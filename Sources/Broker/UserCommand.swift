@@ -45,6 +45,8 @@ struct UserCommand: AsyncParsableCommand {
         @Option(help: "IANA time zone; the tenant's default when unset.") var timeZone: String?
         @Option(help: "Twelve comma-separated life area scores 0-100, in the README's order.") var lifeAreas: String?
         @Flag(help: "May use the tenant's admin API and admin page (/SendPush).") var admin = false
+        @Option(help: "next-delivery-time or immediate (a welcome impulse); the tenant's setting when unset.")
+        var firstDelivery: String?
 
         func run() async throws {
             let password = try secret.resolve()
@@ -63,7 +65,8 @@ struct UserCommand: AsyncParsableCommand {
                     UserDraft(
                         username: username,
                         password: password,
-                        settings: UserChanges(language: language, timeZone: timeZone, lifeAreas: scores, admin: admin)
+                        settings: UserChanges(language: language, timeZone: timeZone, lifeAreas: scores, admin: admin),
+                        firstDelivery: firstDelivery
                     ),
                     by: .commandLine
                 )

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Engine
 import Foundation
+import GRDB
 import Gateway
 import Synchronization
 import TestSupport
@@ -143,6 +144,31 @@ struct BrokerProcessTests {
                 ["user", "add", "acme", "y", "--time-zone", "Mars/Base", "--password", "p"],
                 dataDirectory: data
             ).status != 0
+        )
+        // When new users start: the tenant's setting and a user's own, the same rule as the admin API's.
+        let badStart = try await BrokerProcess.run(
+            ["user", "add", "acme", "w", "--password", "p", "--first-delivery", "soon"],
+            dataDirectory: data
+        )
+        #expect(badStart.status != 0 && badStart.error.contains("next-delivery-time or immediate"), "\(badStart.error)")
+        #expect(
+            try await BrokerProcess.run(
+                ["user", "add", "acme", "w", "--password", "p", "--first-delivery", "immediate"],
+                dataDirectory: data
+            ).status == 0
+        )
+        #expect(
+            try await BrokerProcess.run(
+                ["tenant", "update", "acme", "--first-delivery", "immediate"],
+                dataDirectory: data
+            )
+            .status == 0
+        )
+        let tenants = try DatabaseQueue(path: data + "/broker.sqlite")
+        #expect(
+            try await tenants.read {
+                try String.fetchOne($0, sql: "SELECT first_delivery FROM tenants WHERE id = 'acme'")
+            } == "immediate"
         )
         let catalog = data + "/catalog.json"
         try Data(

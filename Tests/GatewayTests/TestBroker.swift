@@ -267,7 +267,8 @@ struct TestBroker: Sendable {
         body: String? = nil,
         bytes: [UInt8]? = nil,
         plain: Bool = false,
-        timeout: TimeAmount = .seconds(20)
+        // A deadline for a machine the whole suite loads, not a requirement on the broker's speed.
+        timeout: TimeAmount = .seconds(60)
     ) async throws -> Reply {
         let base = plain ? "http://127.0.0.1:\(plainPort ?? 0)" : "https://127.0.0.1:\(httpsPort)"
         var request = HTTPClientRequest(url: base + path)

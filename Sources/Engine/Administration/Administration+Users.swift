@@ -63,19 +63,23 @@ public struct UserDraft: Sendable, Decodable {
     public var username: String
     public var password: String
     public var settings: UserChanges
+    /// When this user starts (`next-delivery-time` or `immediate`); nil: as the tenant's setting says.
+    public var firstDelivery: String?
 
-    public init(username: String, password: String, settings: UserChanges = .init()) {
+    public init(username: String, password: String, settings: UserChanges = .init(), firstDelivery: String? = nil) {
         self.username = username
         self.password = password
         self.settings = settings
+        self.firstDelivery = firstDelivery
     }
 
-    enum CodingKeys: String, CodingKey { case username, password }
+    enum CodingKeys: String, CodingKey { case username, password, firstDelivery }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         username = try container.decode(String.self, forKey: .username)
         password = try container.decode(String.self, forKey: .password)
+        firstDelivery = try container.decodeIfPresent(String.self, forKey: .firstDelivery)
         settings = try UserChanges(from: decoder)
     }
 }
@@ -146,9 +150,16 @@ extension Administration {
     }
 
     public func createUser(tenant: TenantID, _ draft: UserDraft, by actor: AdminActor) async throws -> User {
-        _ = try await self.tenant(tenant, by: actor)
+        let owner = try await self.tenant(tenant, by: actor)
         try Self.validate(password: draft.password)
-        var (new, enabled) = try Self.newUser(tenant: tenant, username: draft.username, draft.settings, at: now())
+        let start = try draft.firstDelivery.map { (text) throws(EngineError) in try FirstDelivery(parsing: text) }
+        var (new, enabled) = try Self.newUser(
+            tenant: tenant,
+            username: draft.username,
+            draft.settings,
+            starting: start ?? owner.firstDelivery,
+            at: now()
+        )
         guard try await store.user(tenant: tenant, username: draft.username) == nil else {
             throw EngineError(.conflict, "user \(draft.username) already exists in tenant \(tenant)")
         }
@@ -259,6 +270,7 @@ extension Administration {
         username: String,
         passwordHash: String = "",
         _ settings: UserChanges,
+        starting firstDelivery: FirstDelivery,
         at now: Date
     ) throws -> (NewUser, enabled: Bool) {
         var candidate = User(
@@ -280,7 +292,8 @@ extension Administration {
             language: candidate.language,
             lifeAreas: candidate.lifeAreas,
             preferences: candidate.preferences,
-            isAdmin: candidate.isAdmin
+            isAdmin: candidate.isAdmin,
+            startsAt: firstDelivery.startsAt(createdAt: now)
         )
         return (new, candidate.enabled)
     }

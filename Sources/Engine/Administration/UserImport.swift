@@ -102,10 +102,12 @@ extension Administration {
     /// `allOrNothing` writes nothing unless every row is valid (then all in one transaction); `perRow` writes
     /// each batch of valid rows as it goes and reports the others. Passwords are hashed as rows arrive (bcrypt,
     /// the configured cost); a `passwordHash` is stored as it is. Every write is audited like a single one.
+    /// New users start as `firstDelivery` says, else as the tenant's setting does.
     public func importUsers<Rows: AsyncSequence>(
         tenant: TenantID,
         rows: Rows,
         mode: UserImportMode,
+        firstDelivery: FirstDelivery? = nil,
         by actor: AdminActor,
         batchSize: Int = 100,
         allOrNothingRows: Int = Administration.allOrNothingRows,
@@ -121,7 +123,8 @@ extension Administration {
             }
             if !names.isEmpty { await updated(names) }
         }
-        _ = try await self.tenant(tenant, by: actor)
+        let owner = try await self.tenant(tenant, by: actor)
+        let start = firstDelivery ?? owner.firstDelivery
         var report = UserImportReport(mode: mode.rawValue, committed: true)
         // Usernames seen, by a 64-bit hash of each (16 bytes a row, not the names: a 64 MiB file has about a
         // million rows). Two names of one file sharing a hash (about one chance in 10^7 at a million rows) would
@@ -204,7 +207,7 @@ extension Administration {
             }
             seen[key] = Int32(clamping: row.line)
             do {
-                let write = try await prepare(row, tenant: tenant)
+                let write = try await prepare(row, tenant: tenant, starting: start)
                 if case .unchanged = write {
                     report.add(write.outcome(line: row.line))
                 } else {
@@ -233,7 +236,11 @@ extension Administration {
     }
 
     /// What a valid row writes, before its password is hashed; throws the reason a row is rejected.
-    private func prepare(_ row: UserImportRow, tenant: TenantID) async throws -> UserWrite {
+    private func prepare(
+        _ row: UserImportRow,
+        tenant: TenantID,
+        starting firstDelivery: FirstDelivery
+    ) async throws -> UserWrite {
         if let password = row.password { try Self.validate(password: password) }
         if let hash = row.passwordHash {
             guard row.password == nil else {
@@ -258,6 +265,7 @@ extension Administration {
             username: row.username,
             passwordHash: row.passwordHash ?? "",
             row.changes,
+            starting: firstDelivery,
             at: now()
         )
         return .create(new, enabled: enabled, password: row.password)

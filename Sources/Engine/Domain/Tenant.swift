@@ -24,6 +24,8 @@ public struct Tenant: Sendable, Equatable {
     /// Whether the tenant's own admins may manage its APNs credentials (an operator's decision; operators always
     /// may).
     public var adminsManageAPNsCredentials: Bool
+    /// When users created through administration start: their next delivery time, or a welcome impulse.
+    public var firstDelivery: FirstDelivery
     public var createdAt: Date
 
     public init(
@@ -40,6 +42,7 @@ public struct Tenant: Sendable, Equatable {
         pushExpiry: PushExpiry = .endOfDay,
         suspended: Bool = false,
         adminsManageAPNsCredentials: Bool = false,
+        firstDelivery: FirstDelivery = .nextDeliveryTime,
         createdAt: Date = Date()
     ) throws(EngineError) {
         guard !name.isEmpty, name.count <= 200 else {
@@ -68,6 +71,7 @@ public struct Tenant: Sendable, Equatable {
         self.pushExpiry = pushExpiry
         self.suspended = suspended
         self.adminsManageAPNsCredentials = adminsManageAPNsCredentials
+        self.firstDelivery = firstDelivery
         self.createdAt = createdAt
     }
 }
@@ -100,6 +104,8 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
     public var suspended: Bool?
     /// Whether the tenant's admins may manage its APNs credentials (operators only set this).
     public var adminsManageAPNsCredentials: Bool?
+    /// `next-delivery-time` or `immediate`: when users created through administration start.
+    public var firstDelivery: String?
 
     public init(
         name: String? = nil,
@@ -113,7 +119,8 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         apnsTopic: String? = nil,
         pushExpiry: String? = nil,
         suspended: Bool? = nil,
-        adminsManageAPNsCredentials: Bool? = nil
+        adminsManageAPNsCredentials: Bool? = nil,
+        firstDelivery: String? = nil
     ) {
         self.name = name
         self.defaultLanguage = defaultLanguage
@@ -127,6 +134,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         self.pushExpiry = pushExpiry
         self.suspended = suspended
         self.adminsManageAPNsCredentials = adminsManageAPNsCredentials
+        self.firstDelivery = firstDelivery
     }
 
     /// The tenant with these settings, checked as a new tenant's are; nothing changes if one is invalid.
@@ -143,6 +151,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             }
             return value
         }
+        let start = try firstDelivery.map { (text) throws(EngineError) in try FirstDelivery(parsing: text) }
         tenant = try Tenant(
             id: tenant.id,
             name: name ?? tenant.name,
@@ -158,6 +167,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             pushExpiry: expiry ?? tenant.pushExpiry,
             suspended: suspended ?? tenant.suspended,
             adminsManageAPNsCredentials: adminsManageAPNsCredentials ?? tenant.adminsManageAPNsCredentials,
+            firstDelivery: start ?? tenant.firstDelivery,
             createdAt: tenant.createdAt
         )
     }

@@ -69,6 +69,9 @@ public struct NewUser: Sendable {
     public var lifeAreas: LifeAreaScores
     public var preferences: DeliveryPreferences
     public var isAdmin: Bool
+    /// The first delivery is the first delivery time at or after this instant; nil: today's, when its time
+    /// passed within the staleness limit (see ``FirstDelivery``).
+    public var startsAt: Date?
 
     public init(
         tenant: TenantID,
@@ -77,7 +80,8 @@ public struct NewUser: Sendable {
         language: String? = nil,
         lifeAreas: LifeAreaScores = .neutral,
         preferences: DeliveryPreferences = .init(),
-        isAdmin: Bool = false
+        isAdmin: Bool = false,
+        startsAt: Date? = nil
     ) throws(EngineError) {
         try Self.validate(username: username)
         self.tenant = tenant
@@ -87,6 +91,7 @@ public struct NewUser: Sendable {
         self.lifeAreas = lifeAreas
         self.preferences = preferences
         self.isAdmin = isAdmin
+        self.startsAt = startsAt
     }
 
     /// A username may hold any printable characters but no `:` (Basic auth splits on the first one).

@@ -14,6 +14,8 @@ public struct ScheduleEntry: Sendable, Equatable {
     public var language: String?
     public var lifeAreas: LifeAreaScores
     public var preferences: DeliveryPreferences
+    /// For a user never delivered to: no day whose time comes before this is planned (``FirstDelivery``).
+    public var notBefore: Date?
 
     public init(
         tenant: TenantID,
@@ -24,7 +26,8 @@ public struct ScheduleEntry: Sendable, Equatable {
         enabled: Bool = true,
         language: String? = nil,
         lifeAreas: LifeAreaScores = .neutral,
-        preferences: DeliveryPreferences = .init()
+        preferences: DeliveryPreferences = .init(),
+        notBefore: Date? = nil
     ) {
         self.tenant = tenant
         self.user = user
@@ -35,6 +38,7 @@ public struct ScheduleEntry: Sendable, Equatable {
         self.language = language
         self.lifeAreas = lifeAreas
         self.preferences = preferences
+        self.notBefore = notBefore
     }
 }
 
@@ -75,15 +79,17 @@ public struct DispatchPlanner: Sendable {
         guard entry.enabled else { return .park }
         let schedule = schedule(for: entry, tenant: tenant)
         let earliest = now.addingTimeInterval(-staleness.seconds)
-        func next(after date: LocalDate?) -> PlannedFire? {
-            schedule.next(after: date, notBefore: earliest).map { PlannedFire(date: $0.date, fireAt: $0.fireAt) }
+        func next(after date: LocalDate?, notBefore floor: Date) -> PlannedFire? {
+            schedule.next(after: date, notBefore: floor).map { PlannedFire(date: $0.date, fireAt: $0.fireAt) }
         }
+        // A user never delivered to starts no earlier than their row allows (``FirstDelivery``).
+        let start = entry.lastDate == nil ? max(earliest, entry.notBefore ?? earliest) : earliest
         guard let date = entry.localDate, entry.lastDate.map({ date > $0 }) ?? true else {
-            return .plan(next: next(after: entry.lastDate))
+            return .plan(next: next(after: entry.lastDate, notBefore: start))
         }
-        guard entry.fireAt <= now else { return .plan(next: next(after: entry.lastDate)) }
-        if entry.fireAt < earliest { return .skipStale(date, next: next(after: date)) }
-        return .deliver(date, next: next(after: date))
+        guard entry.fireAt <= now else { return .plan(next: next(after: entry.lastDate, notBefore: start)) }
+        if entry.fireAt < earliest { return .skipStale(date, next: next(after: date, notBefore: earliest)) }
+        return .deliver(date, next: next(after: date, notBefore: earliest))
     }
 
     /// What an action adds to the day-level report (nil for one that only plans or parks): the day that came, and

@@ -357,7 +357,7 @@ extension SQLiteStore {
     /// The columns `scheduleEntry(from:)` reads, by position in this order.
     static let scheduleEntryColumns = """
         s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
-            u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
+            u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays, s.not_before
         """
 
     static let dueSchedulesSQL = """
@@ -393,7 +393,8 @@ extension SQLiteStore {
                 quietStart: row[10],
                 quietEnd: row[11],
                 weekdays: row[12]
-            )
+            ),
+            notBefore: (row[13] as Double?).flatMap { $0 > 0 ? Date(unixSeconds: $0) : nil }
         )
     }
 

@@ -371,6 +371,17 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v17-first-delivery") { db in
+            // When users created through administration start (NULL: at their next delivery time), and each
+            // schedule row's bound for its first day (0: none but the staleness limit). Columns added with
+            // defaults: the previous release's nodes insert and read rows as before.
+            try db.execute(
+                sql: """
+                    ALTER TABLE tenants ADD COLUMN first_delivery TEXT;
+                    ALTER TABLE schedules ADD COLUMN not_before REAL NOT NULL DEFAULT 0;
+                    """
+            )
+        }
         return migrator
     }
 

@@ -14,8 +14,8 @@ extension SQLiteStore {
             sql: """
                 INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
                     max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
-                    default_quiet_end, weekdays, apns_environment, admins_manage_apns)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    default_quiet_end, weekdays, apns_environment, admins_manage_apns, first_delivery)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
@@ -23,6 +23,7 @@ extension SQLiteStore {
                 tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue, tenant.suspended,
                 tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
                 tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.adminsManageAPNsCredentials,
+                tenant.firstDelivery.rawValue,
             ]
         )
     }
@@ -82,9 +83,9 @@ extension SQLiteStore {
         ])
         let id = db.lastInsertedRowID
         let schedule = try db.cachedStatement(
-            sql: "INSERT INTO schedules (user_id, tenant_id, fire_at) VALUES (?, ?, 0)"
+            sql: "INSERT INTO schedules (user_id, tenant_id, fire_at, not_before) VALUES (?, ?, 0, ?)"
         )
-        try schedule.execute(arguments: [id, new.tenant.rawValue])
+        try schedule.execute(arguments: [id, new.tenant.rawValue, new.startsAt?.unixSeconds ?? 0])
         return User(
             id: UserID(id),
             tenant: new.tenant,
@@ -220,6 +221,8 @@ extension SQLiteStore {
             pushExpiry: (row["push_expiry"] as String?).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             suspended: row["suspended"],
             adminsManageAPNsCredentials: row["admins_manage_apns"],
+            firstDelivery: (row["first_delivery"] as String?).flatMap(FirstDelivery.init(rawValue:))
+                ?? .nextDeliveryTime,
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

@@ -20,6 +20,15 @@ extension AdminAPI {
                     guard let mode = UserImportMode(rawValue: modeText) else {
                         throw Problem.badRequest("mode must be per-row or all-or-nothing", code: "invalid-query")
                     }
+                    let start = try request.uri.queryParameters["firstDelivery"].map { text in
+                        guard let value = FirstDelivery(rawValue: String(text)) else {
+                            throw Problem.badRequest(
+                                "firstDelivery must be next-delivery-time or immediate",
+                                code: "invalid-query"
+                            )
+                        }
+                        return value
+                    }
                     let rows = ImportRows(
                         body: request.body,
                         parser: UserImportParser(format: format),
@@ -29,6 +38,7 @@ extension AdminAPI {
                         tenant: tenant.id,
                         rows: rows,
                         mode: mode,
+                        firstDelivery: start,
                         by: actor
                     ) { updated in
                         // As each batch commits: an import cut short (413, a reset) has written what it wrote.

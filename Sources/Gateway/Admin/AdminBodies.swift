@@ -21,6 +21,7 @@ struct TenantBody: Encodable, Sendable {
     var pushExpiry: String
     var suspended: Bool
     var adminsManageAPNsCredentials: Bool
+    var firstDelivery: String
     var createdAt: String
 
     init(_ tenant: Tenant) {
@@ -37,6 +38,7 @@ struct TenantBody: Encodable, Sendable {
         pushExpiry = tenant.pushExpiry.rawValue
         suspended = tenant.suspended
         adminsManageAPNsCredentials = tenant.adminsManageAPNsCredentials
+        firstDelivery = tenant.firstDelivery.rawValue
         createdAt = rfc3339(tenant.createdAt)
     }
 }

@@ -35,5 +35,16 @@ extension PostgresStore {
                 // for the sake of a scan when a node dies (rare, and of the unsettled deliveries only).
             ]
         ),
+        Migration(
+            version: 15,
+            name: "first-delivery",
+            statements: [
+                // When users created through administration start (NULL: at their next delivery time), and each
+                // schedule row's bound for its first day (0: none but the staleness limit). A constant default
+                // adds the column without rewriting the table; the previous release's nodes insert rows as before.
+                "ALTER TABLE tenants ADD COLUMN first_delivery text",
+                "ALTER TABLE schedules ADD COLUMN not_before double precision NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 }

@@ -27,7 +27,7 @@ extension PostgresStore {
                 ("default_delivery_minute", .integer), ("max_pushes_per_day", .integer), ("apns_topic", .text),
                 ("created_at", .real), ("push_expiry", .text), ("suspended", .boolean),
                 ("default_quiet_start", .integer), ("default_quiet_end", .integer), ("weekdays", .integer),
-                ("apns_environment", .text), ("admins_manage_apns", .boolean),
+                ("apns_environment", .text), ("admins_manage_apns", .boolean), ("first_delivery", .text),
             ]
         ),
         (
@@ -97,7 +97,7 @@ extension PostgresStore {
             "schedules",
             [
                 ("user_id", .integer), ("tenant_id", .text), ("fire_at", .real), ("local_date", .text),
-                ("last_date", .text),
+                ("last_date", .text), ("not_before", .real),
             ]
         ),
         (

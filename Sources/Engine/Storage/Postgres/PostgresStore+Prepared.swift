@@ -18,7 +18,7 @@ extension PostgresStore {
             ), claimed AS (
                 UPDATE schedules s SET claimed_by = $5, claimed_until = $7
                 FROM picked WHERE s.user_id = picked.user_id
-                RETURNING s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date
+                RETURNING s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, s.not_before
             )
             SELECT \(scheduleEntryColumns)
             FROM claimed s JOIN users u ON u.id = s.user_id

@@ -5,7 +5,7 @@ extension PostgresStore {
     /// The columns `scheduleEntry(from:)` reads, by position in this order.
     static let scheduleEntryColumns = """
         s.user_id, s.tenant_id, s.fire_at, s.local_date, s.last_date, u.enabled, u.language,
-            u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays
+            u.life_areas, u.time_zone, u.delivery_minute, u.quiet_start, u.quiet_end, u.weekdays, s.not_before
         """
 
     /// Claims the due rows it returns for this node (`claimTime`): another node's scheduler skips a claimed row
@@ -224,7 +224,8 @@ extension PostgresStore {
                 quietStart: row.at(10),
                 quietEnd: row.at(11),
                 weekdays: row.at(12)
-            )
+            ),
+            notBefore: (try row.at(13, as: Double?.self)).flatMap { $0 > 0 ? Date(unixSeconds: $0) : nil }
         )
     }
 }

@@ -14,12 +14,13 @@ extension PostgresStore {
             """
             INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
                 max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
-                default_quiet_end, weekdays, apns_environment, admins_manage_apns)
+                default_quiet_end, weekdays, apns_environment, admins_manage_apns, first_delivery)
             VALUES (\(tenant.id.rawValue), \(tenant.name), \(tenant.defaultLanguage), \(tenant.defaultTimeZone),
                 \(tenant.defaultDeliveryTime.minuteOfDay), \(tenant.maxPushesPerDay), \(tenant.apnsTopic),
                 \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue), \(tenant.suspended),
                 \(tenant.defaultQuietHours?.start.minuteOfDay), \(tenant.defaultQuietHours?.end.minuteOfDay),
-                \(tenant.weekdays.mask), \(tenant.apnsEnvironment?.rawValue), \(tenant.adminsManageAPNsCredentials))
+                \(tenant.weekdays.mask), \(tenant.apnsEnvironment?.rawValue), \(tenant.adminsManageAPNsCredentials),
+                \(tenant.firstDelivery.rawValue))
             """,
             logger
         )
@@ -28,7 +29,7 @@ extension PostgresStore {
     static let tenantColumns = """
         id, name, default_language, default_time_zone, default_delivery_minute, max_pushes_per_day, apns_topic,
             push_expiry, created_at, suspended, default_quiet_start, default_quiet_end, weekdays, apns_environment,
-            admins_manage_apns
+            admins_manage_apns, first_delivery
         """
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
@@ -105,8 +106,8 @@ extension PostgresStore {
             guard ids.count == chunk.count else { throw EngineError(.storage, "users were not all inserted") }
             try await connection.run(
                 """
-                INSERT INTO schedules (user_id, tenant_id, fire_at)
-                SELECT * , 0 FROM UNNEST(\(ids), \(chunk.map(\.tenant.rawValue)))
+                INSERT INTO schedules (user_id, tenant_id, not_before, fire_at)
+                SELECT * , 0 FROM UNNEST(\(ids), \(chunk.map(\.tenant.rawValue)), \(chunk.map { $0.startsAt?.unixSeconds ?? 0 }))
                 """,
                 logger
             )
@@ -267,6 +268,8 @@ extension PostgresStore {
             pushExpiry: (try row.at(7, as: String?.self)).flatMap(PushExpiry.init(rawValue:)) ?? .endOfDay,
             suspended: row.at(9),
             adminsManageAPNsCredentials: row.at(14),
+            firstDelivery: (try row.at(15, as: String?.self)).flatMap(FirstDelivery.init(rawValue:))
+                ?? .nextDeliveryTime,
             createdAt: Date(unixSeconds: row.at(8))
         )
     }
