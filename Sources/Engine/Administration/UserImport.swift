@@ -193,7 +193,7 @@ extension Administration {
                 continue
             case .success(let value): row = value
             }
-            let key = Self.usernameKey(row.username)
+            let key = Self.usernameKey(UsernameMatch.key(row.username))
             if let first = seen[key] {
                 report.add(
                     .init(

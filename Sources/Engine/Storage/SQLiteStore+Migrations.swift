@@ -72,6 +72,32 @@ extension SQLiteStore {
         try await read { db in try Self.migrator.appliedMigrations(db) }
     }
 
+    public func caseTwins() async throws -> [CaseTwins] {
+        try await read { db in
+            guard try db.tableExists("users") else { return [] }
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT tenant_id, username FROM users
+                    WHERE (tenant_id, lower(username)) IN (
+                        SELECT tenant_id, lower(username) FROM users GROUP BY 1, 2 HAVING COUNT(*) > 1
+                    )
+                    ORDER BY tenant_id, lower(username), id
+                    """
+            ).reduce(into: [CaseTwins]()) { twins, row in
+                let tenant = TenantID(trusted: row[0])
+                let name: String = row[1]
+                if let last = twins.last, last.tenant == tenant,
+                    UsernameMatch.key(last.usernames[0]) == UsernameMatch.key(name)
+                {
+                    twins[twins.count - 1].usernames.append(name)
+                } else {
+                    twins.append(CaseTwins(tenant: tenant, usernames: [name]))
+                }
+            }
+        }
+    }
+
     /// The SQL each pending migration runs, recorded by running them on an empty in-memory database that first
     /// gets the migrations already applied (a migration is code, not a list of statements).
     static func statements(of pending: [String], after applied: Set<String>) throws -> [String: [String]] {

@@ -382,6 +382,25 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v18-usernames-without-case") { db in
+            // Usernames unique without regard to ASCII case (``UsernameMatch``). Names that already differ only
+            // in case are kept apart, never merged by guess: the later ones get case_twin 1, 2, ... (by id), and
+            // `broker migrate` lists them. Only their rows are written.
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN case_twin INTEGER NOT NULL DEFAULT 0;
+                    UPDATE users SET case_twin = (
+                        SELECT COUNT(*) FROM users o
+                        WHERE o.tenant_id = users.tenant_id AND lower(o.username) = lower(users.username)
+                            AND o.id < users.id
+                    )
+                    WHERE (tenant_id, lower(username)) IN (
+                        SELECT tenant_id, lower(username) FROM users GROUP BY 1, 2 HAVING COUNT(*) > 1
+                    );
+                    CREATE UNIQUE INDEX users_username_folded ON users(tenant_id, lower(username), case_twin);
+                    """
+            )
+        }
         return migrator
     }
 

@@ -101,13 +101,18 @@ extension SQLiteStore {
     }
 
     public func user(tenant: TenantID, username: String) async throws -> User? {
-        try await read { db in
-            try Row.fetchOne(
+        // Through the index on the folded name (``UsernameMatch``): SQLite's lower() folds ASCII only.
+        let candidates = try await read { db in
+            try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM users WHERE tenant_id = ? AND username = ?",
-                arguments: [tenant.rawValue, username]
+                sql: """
+                    SELECT * FROM users WHERE tenant_id = ? AND lower(username) = ?
+                    ORDER BY username = ? DESC, id LIMIT 2
+                    """,
+                arguments: [tenant.rawValue, UsernameMatch.key(username), username]
             ).map(Self.user(from:))
         }
+        return UsernameMatch.pick(candidates, typed: username)
     }
 
     public func user(tenant: TenantID, id: UserID) async throws -> User? {

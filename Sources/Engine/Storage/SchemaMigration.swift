@@ -154,4 +154,20 @@ public protocol SchemaStore: Sendable {
     func applyMigrations() async throws -> [String]
     /// The names of the migrations applied, oldest first.
     func schemaNames() async throws -> [String]
+    /// Usernames that differ only in case (``UsernameMatch``), per tenant: kept apart by the migration that made
+    /// usernames unique without regard to case, for an operator to rename or delete. Read on any schema version.
+    func caseTwins() async throws -> [CaseTwins]
+}
+
+/// Usernames of one tenant that differ only in case.
+public struct CaseTwins: Sendable, Equatable, CustomStringConvertible {
+    public var tenant: TenantID
+    public var usernames: [String]
+
+    public init(tenant: TenantID, usernames: [String]) {
+        self.tenant = tenant
+        self.usernames = usernames
+    }
+
+    public var description: String { "\(tenant): \(usernames.joined(separator: ", "))" }
 }

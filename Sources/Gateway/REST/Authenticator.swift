@@ -75,7 +75,7 @@ public final class Authenticator: Sendable {
         ) {
             try await store.user(tenant: tenant.id, username: username).map { ($0, $0.passwordHash) }
         }
-        cache.store(user: user, password: password)
+        cache.store(user: user, typed: username, password: password)
         return try enabled(user)
     }
 

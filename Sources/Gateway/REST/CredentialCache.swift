@@ -12,12 +12,21 @@ final class CredentialCache: Sendable {
     struct Entry: Sendable {
         var digest: Data
         var user: User
+        /// The spelling of the name that was verified: another spelling goes to the store, which alone knows
+        /// whether it names this user (two names that differ only in case answer only to their exact spelling).
+        var typed: String
         var expires: ContinuousClock.Instant
     }
 
+    /// Keyed by the folded name (``UsernameMatch``): every spelling of a user's name is dropped with it.
     private struct Key: Hashable {
         var tenant: TenantID
         var username: String
+
+        init(tenant: TenantID, username: String) {
+            self.tenant = tenant
+            self.username = UsernameMatch.key(username)
+        }
     }
 
     private let key = SymmetricKey(size: .bits256)
@@ -39,7 +48,9 @@ final class CredentialCache: Sendable {
         let digest = digest(password)
         let now = ContinuousClock.now
         return entries.withLock { entries in
-            guard let entry = entries[Key(tenant: tenant, username: username)], entry.expires > now else { return nil }
+            guard let entry = entries[Key(tenant: tenant, username: username)], entry.typed == username,
+                entry.expires > now
+            else { return nil }
             // Constant-time comparison: the digest must not leak through timing.
             guard entry.digest.count == digest.count,
                 zip(entry.digest, digest).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0
@@ -48,8 +59,13 @@ final class CredentialCache: Sendable {
         }
     }
 
-    func store(user: User, password: String) {
-        let entry = Entry(digest: digest(password), user: user, expires: ContinuousClock.now.advanced(by: ttl))
+    func store(user: User, typed: String, password: String) {
+        let entry = Entry(
+            digest: digest(password),
+            user: user,
+            typed: typed,
+            expires: ContinuousClock.now.advanced(by: ttl)
+        )
         entries.withLock { entries in
             if entries.count >= capacity {
                 let now = ContinuousClock.now

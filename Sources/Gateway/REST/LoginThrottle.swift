@@ -37,10 +37,16 @@ struct LoginThrottle {
         case refuse(retryAfter: Duration)
     }
 
+    /// Keyed by the folded name (``UsernameMatch``): changing the case of a name does not escape its count.
     struct UsernameKey: Hashable {
         /// The user's tenant; nil for an operator account.
         var tenant: TenantID?
         var username: String
+
+        init(tenant: TenantID?, username: String) {
+            self.tenant = tenant
+            self.username = UsernameMatch.key(username)
+        }
     }
 
     private struct Score {

@@ -46,5 +46,29 @@ extension PostgresStore {
                 "ALTER TABLE schedules ADD COLUMN not_before double precision NOT NULL DEFAULT 0",
             ]
         ),
+        Migration(
+            version: 16,
+            name: "usernames-without-case",
+            statements: [
+                // Usernames unique without regard to ASCII case (``UsernameMatch``). Names that already differ
+                // only in case are kept apart, never merged by guess: the later ones get case_twin 1, 2, ... (by
+                // id), and `broker migrate` lists them. Only their rows are written.
+                "ALTER TABLE users ADD COLUMN case_twin integer NOT NULL DEFAULT 0",
+                """
+                UPDATE users u SET case_twin = t.twin
+                FROM (
+                    SELECT id, ROW_NUMBER() OVER (
+                        PARTITION BY tenant_id, \(foldedUsername) ORDER BY id
+                    ) - 1 AS twin
+                    FROM users
+                    WHERE (tenant_id, \(foldedUsername)) IN (
+                        SELECT tenant_id, \(foldedUsername) FROM users GROUP BY 1, 2 HAVING COUNT(*) > 1
+                    )
+                ) t
+                WHERE u.id = t.id AND t.twin > 0
+                """,
+                "CREATE UNIQUE INDEX users_username_folded ON users (tenant_id, (\(foldedUsername)), case_twin)",
+            ]
+        ),
     ]
 }

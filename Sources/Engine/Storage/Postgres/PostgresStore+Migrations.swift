@@ -57,6 +57,26 @@ extension PostgresStore {
         return versions.map { names[$0] ?? "\($0) (newer than this broker)" }
     }
 
+    public func caseTwins() async throws -> [CaseTwins] {
+        try await read { [self] connection in
+            let exists = try await connection.rows("SELECT to_regclass('users') IS NOT NULL", logger)
+            guard try exists.first?.at(0, as: Bool.self) == true else { return [] }
+            return try await connection.rows(
+                """
+                SELECT tenant_id, array_agg(username ORDER BY id) FROM users
+                WHERE (tenant_id, \(unescaped: Self.foldedUsername)) IN (
+                    SELECT tenant_id, \(unescaped: Self.foldedUsername) FROM users GROUP BY 1, 2 HAVING COUNT(*) > 1
+                )
+                GROUP BY tenant_id, \(unescaped: Self.foldedUsername)
+                ORDER BY tenant_id COLLATE "C", \(unescaped: Self.foldedUsername) COLLATE "C"
+                """,
+                logger
+            ).map { row in
+                CaseTwins(tenant: TenantID(trusted: try row.at(0)), usernames: try row.at(1, as: [String].self))
+            }
+        }
+    }
+
     /// The schema versions applied, oldest first (for tests and `/inspect`).
     public func schemaVersions() async throws -> [Int] {
         try await read { [self] connection in try await appliedVersions(connection).sorted() }

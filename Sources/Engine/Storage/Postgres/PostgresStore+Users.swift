@@ -137,16 +137,22 @@ extension PostgresStore {
         """
 
     public func user(tenant: TenantID, username: String) async throws -> User? {
-        try await read { [self] connection in
+        let candidates = try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.userColumns) FROM users
-                WHERE tenant_id = \(tenant.rawValue) AND username = \(username)
+                WHERE tenant_id = \(tenant.rawValue) AND \(unescaped: Self.foldedUsername) = \(UsernameMatch.key(username))
+                ORDER BY username = \(username) DESC, id LIMIT 2
                 """,
                 logger
-            ).first.map(Self.user(from:))
+            ).map(Self.user(from:))
         }
+        return UsernameMatch.pick(candidates, typed: username)
     }
+
+    /// A username folded as ``UsernameMatch`` does: ASCII letters only, whatever the database's locale (lower()
+    /// would follow it). The unique index on users is on this very expression, so that lookups use it.
+    static let foldedUsername = "translate(username, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
 
     public func user(tenant: TenantID, id: UserID) async throws -> User? {
         try await read { [self] connection in
