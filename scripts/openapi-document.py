@@ -151,13 +151,10 @@ S["DeliverRequest"] = {"type": "object", "required": ["impulse"], "properties": 
 S["LedgerPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("Delivery")}, "next": NEXT}}
 
-def problem_default():
-    return {"description": "A problem: 400, 401, 403, 404, 405, 409, 413, 415, 422, 429 or 503 (README, \"REST API\")",
-            "content": {"application/problem+json": {"schema": ref("Problem")}}}
 def json_response(desc, schema, status="200"):
     return {status: {"description": desc, "content": {"application/json": {"schema": ref(schema)}}}}
 def op(summary, responses, security, params=None, body=None, tags=None, desc=None):
-    o = {"summary": summary, "responses": dict(responses, default=problem_default()), "security": security}
+    o = {"summary": summary, "responses": dict(responses), "security": security}
     if desc: o["description"] = desc
     if params: o["parameters"] = params
     if body: o["requestBody"] = body
@@ -409,7 +406,7 @@ paths["/t/{tenant}/admin/v1/reports/engagement"] = {
 paths["/t/{tenant}/admin/v1/reports/engagement/{table}"] = {
     "get": op("One table of the engagement report as CSV",
               {"200": {"description": "the table: a header row, then a row per day, impulse or life area (RFC 4180)",
-                       "content": {"text/csv": {"schema": {"type": "string"}}}}, "default": problem_default()},
+                       "content": {"text/csv": {"schema": {"type": "string"}}}}},
               ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv"]})])}
 
 WEBHOOK_EVENTS = ["delivery.pushed", "delivery.failed", "delivery.read", "device.removed", "user.created", "user.deleted"]
@@ -462,6 +459,53 @@ for path in ["/admin/v1/tenants", "/admin/v1/operators", "/t/{tenant}/admin/v1/u
              "/t/{tenant}/admin/v1/users/{username}/deliveries"]:
     o = paths[path]["post"]
     o["parameters"] = o.get("parameters", []) + [idem]
+
+# Each operation's problems: the statuses and codes it can answer (README, "REST API"), from what the operation
+# is: guarded by credentials, in a tenant, naming a resource in its path, taking a body, creating. The fuzzer
+# checks every answer against them (an undocumented status or code fails its run).
+def problems(path, method, o):
+    secured = bool(o["security"])
+    admin = any(t in o.get("tags", []) for t in ["operator", "tenant admin"]) or path.endswith(("/SendPush", "/admin/inspect"))
+    in_tenant = path.startswith("/t/{tenant}") or "client" in o.get("tags", [])
+    names = [x["name"] for x in o.get("parameters", []) if x["in"] == "path" and x["name"] != "tenant"]
+    body = "requestBody" in o
+    idempotent = any(x["name"] == "Idempotency-Key" for x in o.get("parameters", []))
+    creates = method == "post" and "201" in o["responses"] or method == "put" and "201" in o["responses"]
+    codes = {"400": ["invalid-query", "invalid-request", "invalid-path", "malformed-request"], "503": ["storage-unavailable", "overloaded"]}
+    if path == "/health": codes["503"].append("not-ready")
+    if body:
+        codes["400"] += ["malformed-body", "body-incomplete"] + (["unknown-member"] if admin and "client" not in o.get("tags", []) else [])
+        codes["408"] = ["body-timeout", "upload-timeout"]
+        codes["413"] = ["body-too-large", "too-large"]
+        codes["415"] = ["unsupported-media-type"]
+    if body or names:
+        codes["422"] = ["invalid-input"]
+    if secured:
+        codes["401"] = ["unauthorized"]
+        codes["403"] = ["account-disabled", "tenant-suspended", "forbidden"] + (["admin-required"] if admin else [])
+        if path.endswith("/SendPush") and method == "post": codes["403"] += ["cross-origin", "csrf-token-invalid"]
+        codes["429"] = ["too-many-attempts"]
+    if in_tenant or path.startswith("/admin/v1/tenants/"):
+        codes.setdefault("404", []).append("unknown-tenant")
+    if in_tenant:
+        codes.setdefault("429", []).append("tenant-over-share")
+    if names or path.startswith("/admin/v1/tenants/") or in_tenant:
+        codes.setdefault("404", []).insert(0, "not-found")
+    if creates or idempotent or method == "delete" and path.endswith("/media/{name}"):
+        codes["409"] = ["conflict"] + (["idempotency-key-in-progress"] if idempotent else [])
+    if idempotent:
+        codes.setdefault("422", []).append("idempotency-key-reused")
+    return codes
+
+def problem_response(status, codes):
+    return {"description": "a problem: " + ", ".join("`%s`" % c for c in codes),
+            "content": {"application/problem+json": {"schema": {"allOf": [ref("Problem"), {"type": "object",
+              "properties": {"type": {"enum": ["urn:impulse-broker:problem:" + c for c in codes]}}}]}}}}
+
+for path, item in paths.items():
+    for method, o in item.items():
+        for status, codes in sorted(problems(path, method, o).items()):
+            o["responses"].setdefault(status, problem_response(status, codes))
 
 import re
 # The admin API refuses members its bodies do not have (400 unknown-member, naming them); the app's routes do not.
