@@ -19,7 +19,7 @@ from selenium.common.exceptions import NoAlertPresentException, NoSuchElementExc
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["CONSOLE_URL"].rstrip("/")
 TENANT = os.environ["CONSOLE_TENANT"]
@@ -62,7 +62,7 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def shot(driver, name):
-    driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+    driver.save_screenshot(os.path.join(SHOTS, name.replace("/", "-") + ".png"))
 
 
 def full_shot(driver, name):
@@ -245,6 +245,65 @@ def run(driver):
     driver.get(CONSOLE + "/users?search=browser-ben")
     check("No users match." in driver.page_source, "the deleted user is gone")
 
+    # A user's page: opened from the list; settings saved, a refused one shown with its reason; an impulse delivered
+    # now; the password replaced.
+    driver.get(CONSOLE + "/users?search=browser-anna")
+    driver.find_element(By.LINK_TEXT, "browser-anna").click()
+    WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/users/browser-anna"))
+    check("Deliveries" in driver.page_source and "Devices" in driver.page_source,
+          "a user's page shows their devices and deliveries")
+    check(IMPULSE in driver.find_element(By.XPATH, "//h2[text()='Deliveries']/following::table").text,
+          "the user's page lists the delivery made over the admin API")
+    driver.execute_script("document.getElementById('user-delivery').value = '09:30'")
+    driver.execute_script("document.getElementById('user-quiet-start').value = '22:00'")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/settings'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    check("both ends of the quiet hours" in driver.find_element(By.CSS_SELECTOR, "p.error").text,
+          "a quiet-hours window with one end is refused with the reason")
+    driver.execute_script("document.getElementById('user-delivery').value = '09:30'")
+    driver.execute_script("document.getElementById('user-quiet-start').value = ''")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/settings'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice"))
+    status, _, body = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna")
+    check(status == 200 and json.loads(body)["preferences"].get("deliveryTime") == "09:30",
+          "the user's delivery time is saved from their page")
+    Select(driver.find_element(By.ID, "user-impulse")).select_by_value(IMPULSE)
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/deliver'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    check(f"{IMPULSE} is delivered to browser-anna" in driver.page_source, "an impulse is delivered from the user's page")
+    status, _, body = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna/deliveries")
+    check(status == 200 and len(json.loads(body)["items"]) == 2, "the ledger holds the second delivery")
+    driver.find_element(By.ID, "user-password").send_keys("anna-new-pass-2")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/password'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    basic = base64.b64encode(b"browser-anna:anna-new-pass-2").decode()
+    status, _, _ = http("GET", f"/t/{TENANT}/v1/me", auth=False, headers={"Authorization": f"Basic {basic}"})
+    check(status == 200, "the password replaced on the user's page signs in")
+    page_checks(driver, "user")
+
+    # The tenant's settings: a refused time zone keeps what was typed; then new users start with a welcome and the
+    # programme leaves out Sunday.
+    driver.get(CONSOLE + "/settings")
+    zone = driver.find_element(By.ID, "settings-zone")
+    zone.clear()
+    zone.send_keys("Mars/Base")
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    check(driver.find_elements(By.CSS_SELECTOR, "p.error") != []
+          and driver.find_element(By.ID, "settings-zone").get_attribute("value") == "Mars/Base",
+          "a refused setting is shown with its reason and keeps what was typed")
+    zone = driver.find_element(By.ID, "settings-zone")
+    zone.clear()
+    zone.send_keys("Europe/Berlin")
+    Select(driver.find_element(By.ID, "settings-first")).select_by_value("immediate")
+    driver.find_element(By.ID, "weekday-7").click()
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    status, _, body = http("GET", f"/t/{TENANT}/admin/v1/tenant")
+    tenant = json.loads(body)
+    check(status == 200 and tenant["firstDelivery"] == "immediate" and tenant["weekdays"] == [1, 2, 3, 4, 5, 6],
+          f"the tenant's settings are saved from the console ({tenant.get('firstDelivery')}, {tenant.get('weekdays')})")
+
     # CSRF: a form post with the session's cookie but without its token, or from another site, is refused.
     session = {"Cookie": f"__Host-impulse-console={cookie['value']}",
                "Content-Type": "application/x-www-form-urlencoded"}
@@ -333,13 +392,15 @@ def run(driver):
           "turning a webhook off in the console turns it off")
 
     # Every page: labelled controls, AA contrast, a screenshot; at a phone's width too.
-    for page in ["", "report", "users", "catalog", "media", "devices", "webhooks", "audit"]:
+    for page in ["", "report", "users", "users/browser-anna", "catalog", "media", "devices", "webhooks", "settings",
+                 "audit"]:
         driver.get(f"{CONSOLE}/{page}" if page else CONSOLE)
         check(driver.find_element(By.TAG_NAME, "h1").text != "", f"the {page or 'today'} page renders")
         page_checks(driver, page or "today")
     # At a phone's width every page fits (wide tables scroll inside their own box).
     driver.set_window_size(390, 844)
-    for page in ["", "report", "users", "catalog", f"catalog/{IMPULSE}/edit", "media", "devices", "webhooks", "audit"]:
+    for page in ["", "report", "users", "users/browser-anna", "catalog", f"catalog/{IMPULSE}/edit", "media", "devices",
+                 "webhooks", "settings", "audit"]:
         driver.get(f"{CONSOLE}/{page}" if page else CONSOLE)
         width = driver.execute_script("return document.documentElement.scrollWidth")
         check(width <= 400, f"the {page or 'today'} page fits a phone-sized window ({width} px)")

@@ -258,7 +258,10 @@ paths["/admin/v1/audit"] = {"get": op("The audit trail of every tenant, newest f
 TA = ["tenant admin"]
 ten = p("tenant", "the tenant's id")
 usr = p("username", "the username, percent-encoded")
-paths["/t/{tenant}/admin/v1/tenant"] = {"get": op("The tenant's settings", json_response("the tenant", "Tenant"), ADMIN, params=[ten], tags=TA)}
+paths["/t/{tenant}/admin/v1/tenant"] = {
+    "get": op("The tenant's settings", json_response("the tenant", "Tenant"), ADMIN, params=[ten], tags=TA),
+    "patch": op("Changes the tenant's programme: defaultLanguage, defaultTimeZone, deliveryTime, maxPushesPerDay, quietHours, weekdays, pushExpiry, firstDelivery (the rest needs an operator: 403)",
+                json_response("the tenant", "Tenant"), ADMIN, params=[ten], body=jbody("TenantSettings"), tags=TA)}
 paths["/t/{tenant}/admin/v1/audit"] = {"get": op("The tenant's audit trail, newest first", json_response("a page", "AuditPage"), ADMIN,
                                                  params=[ten] + audit_params, tags=TA)}
 paths["/t/{tenant}/admin/v1/users"] = {

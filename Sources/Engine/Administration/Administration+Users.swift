@@ -204,6 +204,21 @@ extension Administration {
         )
     }
 
+    /// A user with their devices and pending reminders, as the console's user page shows them (a look, not an
+    /// export: not audited).
+    public func userDetail(
+        tenant: TenantID,
+        username: String,
+        by actor: AdminActor
+    ) async throws -> (user: User, devices: [Device], reminders: [Reminder]) {
+        let user = try await self.user(tenant: tenant, username: username, by: actor)
+        return (
+            user,
+            try await store.devices(tenant: tenant, owner: user.id),
+            try await store.reminders(tenant: tenant, user: user.id)
+        )
+    }
+
     /// Everything held of the user as one document (the right of access); the export itself is audited.
     public func exportUser(tenant: TenantID, username: String, by actor: AdminActor) async throws -> UserExport {
         let user = try await self.user(tenant: tenant, username: username, by: actor)

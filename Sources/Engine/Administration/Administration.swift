@@ -74,9 +74,17 @@ public struct Administration: Sendable {
         return tenant
     }
 
-    /// Changes the members `settings` gives; suspending or resuming is recorded as its own action.
+    /// Changes the members `settings` gives; suspending or resuming is recorded as its own action. The tenant's
+    /// admins change its programme (``TenantSettings/programmeOnly``); the rest is an operator's.
     public func updateTenant(_ id: TenantID, _ settings: TenantSettings, by actor: AdminActor) async throws -> Tenant {
-        try requireOperator(actor)
+        guard actor.mayAdminister(id) else { throw Self.unknown(id) }
+        if actor.role != .operator, !settings.programmeOnly {
+            throw EngineError(
+                .forbidden,
+                "a tenant's admins change its programme (language, time zone, delivery time, quiet hours, weekdays, "
+                    + "maximum pushes per day, push expiry, first delivery); the rest needs an operator"
+            )
+        }
         guard var tenant = try await store.tenant(id) else { throw Self.unknown(id) }
         let wasSuspended = tenant.suspended
         try settings.apply(to: &tenant)

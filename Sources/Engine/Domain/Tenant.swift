@@ -137,6 +137,13 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         self.firstDelivery = firstDelivery
     }
 
+    /// Whether these settings touch only the programme (what its admins may change): not the name, the APNs
+    /// environment or topic, suspension, or who manages APNs credentials.
+    public var programmeOnly: Bool {
+        name == nil && apnsEnvironment == nil && apnsTopic == nil && suspended == nil
+            && adminsManageAPNsCredentials == nil
+    }
+
     /// The tenant with these settings, checked as a new tenant's are; nothing changes if one is invalid.
     func apply(to tenant: inout Tenant) throws(EngineError) {
         let expiry = try pushExpiry.map { (text) throws(EngineError) -> PushExpiry in

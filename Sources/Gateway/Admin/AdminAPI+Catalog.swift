@@ -165,15 +165,15 @@ extension AdminAPI {
                     let body = try await Self.decode(api, DeliverBody.self, schema: "DeliverRequest", from: request)
                     let impulse = try Problem.validating { () throws(EngineError) in try ImpulseID(body.impulse) }
                     let username = try Self.parameter("username", context)
-                    let delivery = try await administration.deliver(
+                    _ = try await deliverNow(
+                        administration,
+                        ledger: api.ledger,
+                        gateway: api.pushGateway,
                         tenant: tenant.id,
                         username: username,
                         impulse: impulse,
-                        awaitsPush: api.pushGateway != nil,
                         by: actor
                     )
-                    try await api.ledger.noteAssigned([delivery])
-                    if let gateway = api.pushGateway { await gateway.enqueue(delivery) }
                     let item = try await administration.deliveries(
                         tenant: tenant.id,
                         username: username,

@@ -105,7 +105,18 @@ extension AdminAPI {
                         TenantBody(try await administration.tenant(tenant.id, by: actor)),
                         for: request
                     )
-                }
+                },
+                .patch: { request, _, actor, tenant in
+                    let settings = try await Self.decode(
+                        api,
+                        TenantSettings.self,
+                        schema: "TenantSettings",
+                        from: request
+                    )
+                    let updated = try await administration.updateTenant(tenant.id, settings, by: actor)
+                    await changed(updated.id, [.catalog])
+                    return try Representation.response(TenantBody(updated), for: request)
+                },
             ]
         )
         tenantResource(

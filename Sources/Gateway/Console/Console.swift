@@ -148,6 +148,8 @@ struct Console: Sendable {
             }
         }
         addWebhooksRoutes(router)
+        addSettingsRoutes(router)
+        addUserRoutes(router)
     }
 
     func tenant(_ context: BrokerRequestContext) async throws -> Tenant {
@@ -392,7 +394,7 @@ struct Console: Sendable {
             items = [
                 (base, "Today"), (base + "/report", "Report"), (base + "/users", "Users"),
                 (base + "/catalog", "Catalog"), (base + "/devices", "Devices and APNs"),
-                (base + "/webhooks", "Webhooks"),
+                (base + "/webhooks", "Webhooks"), (base + "/settings", "Settings"),
                 (base + "/audit", "Audit trail"),
             ]
         }

@@ -43,6 +43,7 @@ enum ConsoleAssets {
         label.check { display: inline; font-weight: 400; margin-left: 6px; }
         code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 14px; }
         form.row { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 8px 0; }
+        form.row > div { min-width: 0; max-width: 100%; }
         label { font-weight: 600; display: block; font-size: 14px; }
         input, textarea, select { font: inherit; padding: 6px 8px; border: 1px solid #6b7280; border-radius: 4px;
           max-width: 100%; }

@@ -189,7 +189,7 @@ extension Console {
                 "admin": user.isAdmin ? "yes" : "", "created": Self.time(user.createdAt, zone: tenant.defaultTimeZone),
                 "enableAction": path + "/enabled", "toggleTo": user.enabled ? "false" : "true",
                 "toggleLabel": user.enabled ? "Disable" : "Enable", "deleteAction": path + "/delete", "csrf": csrf,
-                "exportHref": path + "/export",
+                "exportHref": path + "/export", "pageHref": path,
             ]
         }
         var values: [String: Any] = [

@@ -5,7 +5,7 @@ import Mustache
 enum ConsoleTemplates {
     static func library() throws -> MustacheLibrary {
         var library = MustacheLibrary()
-        for (name, text) in pages + catalogTemplates + devicesTemplates + webhooksTemplates
+        for (name, text) in pages + catalogTemplates + devicesTemplates + webhooksTemplates + settingsTemplates
             + operatorTemplates
         {
             try library.register(text, named: name)
@@ -135,7 +135,7 @@ enum ConsoleTemplates {
         <div class="table-wrap"><table>
         <thead><tr><th scope="col">Username</th><th scope="col">State</th><th scope="col">Admin</th>
         <th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
-        <tbody>{{#users}}<tr><td>{{username}}</td><td>{{state}}</td><td>{{admin}}</td><td>{{created}}</td>
+        <tbody>{{#users}}<tr><td><a href="{{pageHref}}">{{username}}</a></td><td>{{state}}</td><td>{{admin}}</td><td>{{created}}</td>
         <td><form class="inline" method="post" action="{{enableAction}}"><input type="hidden" name="csrf" value="{{csrf}}">
         <input type="hidden" name="enabled" value="{{toggleTo}}"><button class="secondary" type="submit">{{toggleLabel}}</button></form>
         <form class="inline" method="post" action="{{deleteAction}}" data-confirm="Delete {{username}} and everything of theirs?">

@@ -95,23 +95,20 @@ extension RESTAPI {
             let targetName = form.target ?? ""
             let impulseID = try Problem.validating { () throws(EngineError) in try ImpulseID(form.impulse ?? "") }
             let actor = AdminActor(role: .tenantAdmin, name: caller.user.username, tenant: tenant.id)
-            let delivery: Delivery
             do {
-                delivery = try await administration.deliver(
+                _ = try await deliverNow(
+                    administration,
+                    ledger: ledger,
+                    gateway: pushGateway,
                     tenant: tenant.id,
                     username: targetName,
                     impulse: impulseID,
-                    awaitsPush: pushGateway != nil,
                     by: actor
                 )
             } catch let error as EngineError where error.code == .notFound {
                 throw Problem(.unprocessableContent, "invalid-input", "unknown target user or impulse")
             }
-            try await ledger.noteAssigned([delivery])
-            guard let gateway = pushGateway else {
-                return "assigned \(impulseID) to \(targetName); pushes are disabled"
-            }
-            await gateway.enqueue(delivery)
+            guard pushGateway != nil else { return "assigned \(impulseID) to \(targetName); pushes are disabled" }
             return "assigned \(impulseID) to \(targetName) and queued its push"
         case "fill":
             let impulses = try await store.impulses(tenant: tenant.id)
