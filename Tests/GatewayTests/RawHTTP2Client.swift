@@ -130,7 +130,7 @@ final class RawHTTP2Client: Sendable {
 
     /// Waits until `condition` holds for the frames received (or the connection closed), up to `seconds`.
     @discardableResult
-    func wait(seconds: Double = 10, until condition: ([Frame]) -> Bool) async throws -> Bool {
+    func wait(seconds: Double = 30, until condition: ([Frame]) -> Bool) async throws -> Bool {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
         while ContinuousClock.now < deadline {
             if condition(frames) { return true }

@@ -17,8 +17,8 @@ public actor PushGateway {
     let configuration: PushGatewayConfiguration
     let logger: Logger
     let metrics: BrokerMetrics
-    /// Tenants and impulses read once a minute, not once per push.
-    private let catalog: CatalogCache
+    /// Tenants and impulses read once a minute, not once per push; the scheduler reads the same.
+    let catalog: CatalogCache
 
     /// A tenant's catalog or settings changed (the change feed): its next pushes read them again.
     public nonisolated func catalogChanged(tenant: TenantID) {

@@ -22,7 +22,8 @@ public actor Scheduler {
     var lastPushMode = PushHealth.Mode.pushing
     private let metrics: BrokerMetrics
     private let counters = Mutex(SchedulerStatistics())
-    private var tenants: [TenantID: (tenant: Tenant, catalog: CatalogIndex, loadedAt: ContinuousClock.Instant)] = [:]
+    /// The push gateway's cache of tenants and impulses (one per process), or one of its own without a gateway.
+    private let catalog: CatalogCache
     /// Failed passes in a row (a full disk, a store that is down): they pause the dispatch, doubling, jittered.
     private var streak: FailureStreak
     /// The streak as inspection sees it, readable without waiting for the actor.
@@ -39,6 +40,7 @@ public actor Scheduler {
         self.store = store
         self.ledger = ledger
         self.gateway = gateway
+        self.catalog = gateway?.catalog ?? CatalogCache(store: store)
         self.configuration = configuration
         self.planner = DispatchPlanner(staleness: configuration.staleness, spreadWindow: configuration.spreadWindow)
         self.logger = logger
@@ -313,7 +315,7 @@ public actor Scheduler {
 
     /// Forgets a tenant's cached catalog (it changed).
     public func catalogChanged(tenant: TenantID) {
-        tenants[tenant] = nil
+        catalog.forget(tenant)
     }
 
     /// One batch's decisions, not yet committed.
@@ -450,14 +452,7 @@ public actor Scheduler {
     }
 
     private func tenantState(_ id: TenantID) async throws -> (tenant: Tenant, catalog: CatalogIndex)? {
-        if let cached = tenants[id], cached.loadedAt.duration(to: .now) < configuration.catalogTTL {
-            return (cached.tenant, cached.catalog)
-        }
-        guard let tenant = try await store.tenant(id) else { return nil }
-        // A retired impulse is never chosen again.
-        let catalog = CatalogIndex(try await store.impulses(tenant: id).filter { !$0.retired })
-        tenants[id] = (tenant, catalog, .now)
-        return (tenant, catalog)
+        try await catalog.tenantState(id)
     }
 }
 

@@ -15,8 +15,6 @@ public struct SchedulerConfiguration: Sendable {
     public var repeatWindowDays: Int
     /// How often deliveries left unpushed (APNs kept failing) are handed to the push gateway again.
     public var sweepInterval: Duration
-    /// How long a tenant's catalog is used before it is read again (changes also arrive by the change feed).
-    public var catalogTTL: Duration
     /// The first and the longest pause after a failed pass (the store failing), doubling in between, jittered.
     public var failureBackoff: Duration
     public var maximumFailureBackoff: Duration
@@ -34,7 +32,6 @@ public struct SchedulerConfiguration: Sendable {
         spreadWindow: Duration = .seconds(300),
         repeatWindowDays: Int = 30,
         sweepInterval: Duration = .seconds(60),
-        catalogTTL: Duration = .seconds(60),
         failureBackoff: Duration = .milliseconds(200),
         maximumFailureBackoff: Duration = .seconds(30),
         sweepShare: Int = 5000,
@@ -46,7 +43,6 @@ public struct SchedulerConfiguration: Sendable {
         self.spreadWindow = spreadWindow
         self.repeatWindowDays = max(0, repeatWindowDays)
         self.sweepInterval = sweepInterval
-        self.catalogTTL = catalogTTL
         self.failureBackoff = failureBackoff
         self.maximumFailureBackoff = maximumFailureBackoff
         self.sweepShare = max(1, sweepShare)

@@ -1,12 +1,16 @@
 import Foundation
 import Synchronization
 
-/// Tenants and their impulses for the push path, re-read after `ttl`: a push needs the title and the topic,
-/// and a million pushes must not cost two million store reads. A catalog or tenant change is seen within `ttl`.
+/// Tenants and their impulses, re-read after `ttl`, the one cache of them in a process's engine: the push
+/// gateway reads titles and topics from it (a million pushes must not cost two million store reads), the
+/// scheduler the tenant's settings and the impulses it may choose. A change this process makes or the change feed
+/// reports drops the tenant's entry (`forget`); any other change is seen within `ttl`.
 final class CatalogCache: Sendable {
     private struct Entry {
         var tenant: Tenant?
         var impulses: [ImpulseID: Impulse]
+        /// The impulses in use (a retired one is never chosen again), as the selector reads them.
+        var choosable: CatalogIndex
         var loadedAt: ContinuousClock.Instant
     }
 
@@ -28,6 +32,12 @@ final class CatalogCache: Sendable {
         try await entry(id).tenant
     }
 
+    /// The tenant with the impulses the scheduler may choose; nil for a tenant that does not exist.
+    func tenantState(_ id: TenantID) async throws -> (tenant: Tenant, catalog: CatalogIndex)? {
+        let entry = try await entry(id)
+        return entry.tenant.map { ($0, entry.choosable) }
+    }
+
     func impulse(tenant: TenantID, id: ImpulseID) async throws -> Impulse? {
         if let impulse = try await entry(tenant).impulses[id] { return impulse }
         // Imported since the last load: read it alone rather than waiting for the next refresh.
@@ -42,6 +52,7 @@ final class CatalogCache: Sendable {
         let entry = Entry(
             tenant: tenant,
             impulses: Dictionary(impulses.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }),
+            choosable: CatalogIndex(impulses.filter { !$0.retired }),
             loadedAt: .now
         )
         entries.withLock { $0[id] = entry }
