@@ -49,7 +49,7 @@ struct AdminAPI: Sendable {
                 { request, context, requestID in
                     let actor = try await authenticator.operatorActor(
                         request,
-                        address: Self.address(
+                        address: ClientAddress.of(
                             request,
                             context,
                             scheme: scheme,
@@ -92,7 +92,7 @@ struct AdminAPI: Sendable {
                         try await authenticator.refuseUnknownTenant(
                             request,
                             segment: segment,
-                            address: Self.address(
+                            address: ClientAddress.of(
                                 request,
                                 context,
                                 scheme: scheme,
@@ -106,7 +106,7 @@ struct AdminAPI: Sendable {
                     let actor = try await authenticator.tenantActor(
                         request,
                         tenant: tenant,
-                        address: Self.address(
+                        address: ClientAddress.of(
                             request,
                             context,
                             scheme: scheme,
@@ -215,22 +215,6 @@ struct AdminAPI: Sendable {
         return UUID().uuidString.lowercased()
     }
 
-    /// The client address failed logins are throttled by (see ``ClientAddress``): the peer on the HTTPS listener,
-    /// `X-Forwarded-For` behind a trusted proxy, none otherwise (a proxy's address says nothing of its clients).
-    static func address(
-        _ request: Request,
-        _ context: BrokerRequestContext,
-        scheme: String,
-        trustedProxies: [NetworkRange]
-    ) -> String? {
-        ClientAddress.key(
-            peer: context.remoteAddress,
-            forwardedFor: request.headers[values: HTTPField.Name("X-Forwarded-For")!].joined(separator: ","),
-            trustedProxies: trustedProxies,
-            scheme: scheme
-        )
-    }
-
     /// A path parameter, percent-decoded (usernames may hold `%`, `/` and non-ASCII characters).
     static func parameter(_ name: String, _ context: BrokerRequestContext) throws -> String {
         guard let raw = context.parameters.get(name), let value = raw.removingPercentEncoding else {
@@ -249,4 +233,9 @@ struct AdminAPI: Sendable {
 
 extension HTTPField.Name {
     static let requestID = Self("X-Request-ID")!
+}
+
+extension AdminAPI: RouteMount {
+    /// Bodies are read within the API's own limit.
+    var maxBodySize: Int { 0 }
 }

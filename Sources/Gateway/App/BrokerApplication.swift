@@ -125,7 +125,7 @@ public func buildApplication(
         store: store,
         operatorToken: configuration.rest.operatorToken
     )
-    rest.console = try Console(
+    let console = try Console(
         administration: administration,
         authenticator: adminAuthenticator,
         tenants: tenants,
@@ -136,7 +136,7 @@ public func buildApplication(
         vault: vault,
         webhookPolicy: configuration.webhooks.policy
     )
-    rest.admin = AdminAPI(
+    let adminAPI = AdminAPI(
         administration: administration,
         authenticator: adminAuthenticator,
         tenants: tenants,
@@ -145,6 +145,10 @@ public func buildApplication(
         idempotency: Idempotency(store: store, maxBodySize: configuration.rest.maxBodySize),
         webhooks: configuration.webhooks.policy
     )
+    // The application mounts the admin API and the console on the REST server; /SendPush delivers through the
+    // same administration.
+    rest.mounts = [adminAPI, console]
+    rest.administration = administration
     let api = rest
     // The contract is part of the build: a broker without it does not start.
     _ = try OpenAPIDocument.bytes.get()

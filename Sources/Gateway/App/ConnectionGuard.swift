@@ -1,4 +1,6 @@
 import Engine
+import HTTPTypes
+import Hummingbird
 import Logging
 import NIOCore
 import NIOSSL
@@ -175,6 +177,22 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
 /// The part of a client's address its connections and failed logins are counted under: an IPv4 address, or the
 /// /64 of an IPv6 one (one subscriber has a whole /64 to choose from).
 enum ClientAddress {
+    /// The client address a request's failed logins are throttled by: the peer on the HTTPS listener,
+    /// `X-Forwarded-For` behind a trusted proxy, none otherwise (a proxy's address says nothing of its clients).
+    static func of(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        scheme: String,
+        trustedProxies: [NetworkRange]
+    ) -> String? {
+        key(
+            peer: context.remoteAddress,
+            forwardedFor: request.headers[values: HTTPField.Name("X-Forwarded-For")!].joined(separator: ","),
+            trustedProxies: trustedProxies,
+            scheme: scheme
+        )
+    }
+
     /// The key login throttling counts a request's client by. The peer, on the HTTPS listener; behind a trusted
     /// proxy (`trustedProxies`), the right-most `X-Forwarded-For` entry that is not itself a trusted proxy (the
     /// left ones are whatever the client wrote). Nil when it is not known: the plain listener's peer is a proxy.

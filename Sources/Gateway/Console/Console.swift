@@ -230,7 +230,7 @@ struct Console: Sendable {
         let fields = try await Self.formFields(request, limit: 8 * 1024)
         let name = fields["name"] ?? ""
         let password = fields["password"] ?? ""
-        let address = AdminAPI.address(request, context, scheme: scheme, trustedProxies: configuration.trustedProxies)
+        let address = ClientAddress.of(request, context, scheme: scheme, trustedProxies: configuration.trustedProxies)
         let requestID = AdminAPI.requestID(request)
         let actor: AdminActor
         do {
@@ -494,5 +494,13 @@ struct Console: Sendable {
             ],
             body: .init(byteBuffer: ByteBuffer(string: text))
         )
+    }
+}
+
+extension Console: RouteMount {
+    var maxBodySize: Int { maxFormSize }
+
+    func addRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
+        addRoutes(router, scheme: scheme)
     }
 }

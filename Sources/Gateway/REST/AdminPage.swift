@@ -91,7 +91,7 @@ extension RESTAPI {
         let tenant = caller.tenant
         switch form.command {
         case "send":
-            guard let administration = admin?.administration else { throw Problem.notFound() }
+            guard let administration else { throw Problem.notFound() }
             let targetName = form.target ?? ""
             let impulseID = try Problem.validating { () throws(EngineError) in try ImpulseID(form.impulse ?? "") }
             let actor = AdminActor(role: .tenantAdmin, name: caller.user.username, tenant: tenant.id)

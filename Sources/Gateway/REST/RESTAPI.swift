@@ -29,10 +29,11 @@ public struct RESTAPI: Sendable {
     let admission: AdmissionControl
     /// Fewer streams per HTTP/2 connection while admission control is full.
     let streamGovernor = StreamGovernor(normal: 100, throttled: 4)
-    /// The admin API (`/admin/v1`, `/t/{tenant}/admin/v1`); nil serves none.
-    var admin: AdminAPI?
-    /// The web console (`/console`, `/t/{tenant}/console`).
-    var console: Console?
+    /// What the application mounts beside the app's API: the admin API (`/admin/v1`, `/t/{tenant}/admin/v1`) and
+    /// the web console (`/console`, `/t/{tenant}/console`).
+    var mounts: [any RouteMount] = []
+    /// The administration `/SendPush` delivers through; nil answers its send command 404.
+    var administration: Administration?
     /// Every operation the router serves (for the test that holds the OpenAPI document to them).
     let routes = RouteCatalog()
 
@@ -81,7 +82,7 @@ public struct RESTAPI: Sendable {
         router.add(middleware: AdmissionMiddleware(control: admission))
         router.add(
             middleware: RequestBodyDeadlineMiddleware(
-                limit: max(configuration.maxBodySize, console?.maxFormSize ?? 0),
+                limit: max(configuration.maxBodySize, mounts.map(\.maxBodySize).max() ?? 0),
                 deadline: configuration.bodyDeadline,
                 streamed: StreamedRoutes.matches
             )
@@ -98,8 +99,7 @@ public struct RESTAPI: Sendable {
         addVersionedRoutes(router, scheme: scheme)
         addMediaRoutes(router)
         addAdminRoutes(router, scheme: scheme)
-        admin?.addRoutes(router, api: self, scheme: scheme)
-        console?.addRoutes(router, scheme: scheme)
+        for mount in mounts { mount.addRoutes(router, api: self, scheme: scheme) }
         return router
     }
 
@@ -234,7 +234,7 @@ public struct RESTAPI: Sendable {
     private func caller(_ request: Request, _ context: BrokerRequestContext, scheme: String) async throws -> Caller {
         let segment = context.parameters.get("tenant")
         let tenant = try await tenants.resolve(segment)
-        let address = AdminAPI.address(request, context, scheme: scheme, trustedProxies: configuration.trustedProxies)
+        let address = ClientAddress.of(request, context, scheme: scheme, trustedProxies: configuration.trustedProxies)
         let user = try await authenticator.authenticate(
             request.headers[.authorization],
             tenant: tenant,
