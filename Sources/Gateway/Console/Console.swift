@@ -496,11 +496,3 @@ struct Console: Sendable {
         )
     }
 }
-
-extension Console: RouteMount {
-    var maxBodySize: Int { maxFormSize }
-
-    func addRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
-        addRoutes(router, scheme: scheme)
-    }
-}
