@@ -140,7 +140,7 @@ enum Burst {
     static func plan(_ store: any BrokerStore, users: Int, logger: Logger) async throws {
         let planner = Scheduler(
             store: store,
-            ledger: DeliveryLedger(store: store),
+            ledger: DeliveryLedger(store: store, catalog: CatalogCache(store: store)),
             gateway: nil,
             configuration: SchedulerConfiguration(batchSize: 5000, spreadWindow: .zero),
             logger: logger

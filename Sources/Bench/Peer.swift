@@ -144,7 +144,7 @@ enum Peer {
             defaultIdentity: .token(simulator.identity),
             logger: logger
         )
-        let ledger = DeliveryLedger(store: store)
+        let ledger = DeliveryLedger(store: store, catalog: CatalogCache(store: store))
         let gateway = PushGateway(
             store: store,
             ledger: ledger,

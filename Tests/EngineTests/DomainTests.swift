@@ -122,34 +122,17 @@ struct CatalogImportTests {
 
 @Suite("User ledger state")
 struct UserLedgerTests {
-    func item(_ id: Int64, read: Bool = false) throws -> DeliveredImpulse {
-        let tenant = try TenantID("acme")
-        let impulse = try Impulse(
-            tenant: tenant,
-            id: ImpulseID("i\(id)"),
-            language: "EN",
-            title: "t",
-            descriptionShort: "",
-            description: "",
-            durationMinutes: 1,
-            action: .read,
-            single: true,
-            imageURLs: [],
-            videoURL: nil,
-            webURL: nil,
-            lifeArea: .work
-        )
-        let delivery = Delivery(
+    func item(_ id: Int64, read: Bool = false) throws -> Delivery {
+        Delivery(
             id: DeliveryID(id),
-            tenant: tenant,
+            tenant: try TenantID("acme"),
             user: UserID(1),
-            impulse: impulse.id,
+            impulse: try ImpulseID("i\(id)"),
             kind: .manual,
             localDate: nil,
             assignedAt: Date(timeIntervalSince1970: Double(id)),
             readAt: read ? Date() : nil
         )
-        return DeliveredImpulse(delivery: delivery, impulse: impulse)
     }
 
     @Test("Memory answers a page only when it holds everything the page needs")
@@ -163,8 +146,8 @@ struct UserLedgerTests {
             capacity: 4,
             lastUsed: 0
         )
-        #expect(partial.page(after: nil, limit: 3)?.map(\.delivery.id.rawValue) == [8, 7, 6])
-        #expect(partial.page(after: DeliveryID(6), limit: 10)?.map(\.delivery.id.rawValue) == [8, 7])
+        #expect(partial.page(after: nil, limit: 3)?.map(\.id.rawValue) == [8, 7, 6])
+        #expect(partial.page(after: DeliveryID(6), limit: 10)?.map(\.id.rawValue) == [8, 7])
         // Needs deliveries older than memory holds: the store must answer.
         #expect(partial.page(after: nil, limit: 10) == nil)
         #expect(partial.page(after: DeliveryID(2), limit: 10) == nil)
@@ -192,14 +175,14 @@ struct UserLedgerTests {
         )
         ledger.insert([try item(3), try item(2)])
         ledger.insert([try item(3)])
-        #expect(ledger.recent.map(\.delivery.id.rawValue) == [3, 2, 1])
+        #expect(ledger.recent.map(\.id.rawValue) == [3, 2, 1])
         #expect(ledger.unreadCount == 3)
         #expect(!ledger.complete)
         let mark = DeliveryMark(tenant: tenant, delivery: DeliveryID(2), kind: .read, at: Date())
         ledger.apply([mark])
         ledger.apply([mark])
         #expect(ledger.unreadCount == 2)
-        #expect(ledger.recent[1].delivery.readAt != nil && ledger.recent[1].delivery.fetchedAt != nil)
+        #expect(ledger.recent[1].readAt != nil && ledger.recent[1].fetchedAt != nil)
     }
 
     @Test("A push expires at the end of the user's delivery day in their zone, or at once when the tenant asks")

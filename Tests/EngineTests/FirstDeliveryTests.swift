@@ -12,7 +12,7 @@ struct FirstDeliveryTests {
     func utc(_ text: String) throws -> Date { try #require(ISO8601DateFormatter().date(from: text)) }
 
     func scheduler(_ f: StoreFixture) -> Scheduler {
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         let gateway = PushGateway(
             store: f.store,
             ledger: ledger,

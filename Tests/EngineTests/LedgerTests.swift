@@ -24,7 +24,11 @@ struct LedgerTests {
     @Test("Pages from memory equal pages from the store, across the hot-item boundary", arguments: StoreKind.allCases)
     func pagesMatchStore(_ kind: StoreKind) async throws {
         let f = try await StoreFixture.make(kind)
-        let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 2, hotItemsPerUser: 4))
+        let ledger = DeliveryLedger(
+            store: f.store,
+            catalog: CatalogCache(store: f.store),
+            configuration: .init(shardCount: 2, hotItemsPerUser: 4)
+        )
         try await assignMany(f, ledger, count: 9, user: f.a)
         for (after, before, limit) in [
             (nil, nil, 3), (nil, nil, 9), (Int64?(5), nil, 10), (nil, Int64?(6), 2), (Int64?(2), Int64?(8), 10),
@@ -61,7 +65,11 @@ struct LedgerTests {
     @Test("Concurrent read marks from many requests keep memory and store in agreement", arguments: StoreKind.allCases)
     func concurrentReads(_ kind: StoreKind) async throws {
         let f = try await StoreFixture.make(kind)
-        let ledger = DeliveryLedger(store: f.store, configuration: .init(shardCount: 4, hotItemsPerUser: 3))
+        let ledger = DeliveryLedger(
+            store: f.store,
+            catalog: CatalogCache(store: f.store),
+            configuration: .init(shardCount: 4, hotItemsPerUser: 3)
+        )
         try await assignMany(f, ledger, count: 6, user: f.a)
         try await assignMany(f, ledger, count: 6, user: f.b)
         let items = try await f.store.deliveredImpulses(
@@ -117,7 +125,7 @@ struct LedgerTests {
                 )
             }
         )
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         // Many small batches, as the push gateway's workers record them, none waiting for the disk.
         for chunk in stride(from: 0, to: recorded.count, by: 7).map({
             Array(recorded[$0..<min(recorded.count, $0 + 7)])
@@ -150,6 +158,7 @@ struct LedgerTests {
         let f = try await StoreFixture.make(kind)
         let ledger = DeliveryLedger(
             store: f.store,
+            catalog: CatalogCache(store: f.store),
             configuration: .init(shardCount: 1, hotItemsPerUser: 2, cachedUsersPerShard: 10)
         )
         var users: [User] = []
@@ -168,7 +177,7 @@ struct LedgerTests {
     )
     func invalidation(_ kind: StoreKind) async throws {
         let f = try await StoreFixture.make(kind)
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.a.id) == 0)
         let other = try await StoreFixture.open(kind, f.location)
         let recorded = try await other.recordDeliveries([
@@ -190,7 +199,7 @@ struct LedgerTests {
     )
     func tenantGuard(_ kind: StoreKind) async throws {
         let f = try await StoreFixture.make(kind)
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         try await assignMany(f, ledger, count: 2, user: f.a)
         #expect(try await ledger.page(tenant: f.globex, user: f.a.id, limit: 5).items.isEmpty)
         #expect(try await ledger.unreadCount(tenant: f.globex, user: f.a.id) == 0)
@@ -244,4 +253,47 @@ final class ManagedAtomicFlag: Sendable {
     private let state = Mutex(false)
     func set() { state.withLock { $0 = true } }
     var isSet: Bool { state.withLock { $0 } }
+}
+
+@Suite("Delivery ledger and the catalog")
+struct LedgerCatalogTests {
+    @Test(
+        "Pages show the catalog's content as it is now, and only a deleted tenant drops the users' hot state",
+        arguments: StoreKind.allCases
+    )
+    func contentFollowsCatalog(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store, ttl: .seconds(3600)))
+        _ = try await ledger.assign([
+            NewDelivery(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"), kind: .manual, assignedAt: Date())
+        ])
+        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.map(\.impulse.title) == ["one"])
+        #expect(await ledger.cachedUserCount() == 1)
+
+        // Another process re-imports the impulse with a new title; the feed reports a catalog change.
+        let other = try await StoreFixture.open(kind, f.location)
+        var impulse = try #require(try await other.impulse(tenant: f.acme, id: ImpulseID("one")))
+        impulse.title = "One, reworded"
+        _ = try await other.importImpulses([impulse], tenant: f.acme)
+        let change = StoreChange(sequence: 0, tenant: f.acme, subject: .catalog, origin: "other")
+        ledger.catalog.forget(change.tenant)
+        await ledger.apply(change)
+        #expect(await ledger.cachedUserCount() == 1)  // the hot state stays: it holds no content
+        let page = try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5)
+        #expect(page.items.map(\.impulse.title) == ["One, reworded"])
+        #expect(
+            try await ledger.item(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"), mark: nil)?.impulse.title
+                == "One, reworded"
+        )
+
+        // The tenant is deleted: its users' hot state goes with it.
+        _ = try await other.deleteTenant(
+            f.acme,
+            audit: AuditEntry(.commandLine, "tenant.delete", tenant: f.acme, target: "tenant:acme")
+        )
+        ledger.catalog.forget(change.tenant)
+        await ledger.apply(change)
+        #expect(await ledger.cachedUserCount() == 0)
+        #expect(try await ledger.page(tenant: f.acme, user: f.a.id, limit: 5).items.isEmpty)
+    }
 }

@@ -91,7 +91,7 @@ struct PushGatewayTests {
     ) -> PushGateway {
         PushGateway(
             store: f.store,
-            ledger: DeliveryLedger(store: f.store),
+            ledger: DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store)),
             registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
             transport: transport,
             configuration: configuration,
@@ -136,7 +136,7 @@ struct PushGatewayTests {
             ),
             String(format: "%064x", 4): .rejected(status: 400, reason: "BadDeviceToken", timestamp: nil),
         ])
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         let gateway = PushGateway(
             store: f.store,
             ledger: ledger,

@@ -22,7 +22,7 @@ struct SchedulerTests {
     }
 
     func stack(_ f: StoreFixture, transport: ScriptedTransport) -> (DeliveryLedger, PushGateway, Scheduler) {
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         let gateway = PushGateway(
             store: f.store,
             ledger: ledger,
@@ -157,7 +157,7 @@ struct SchedulerTests {
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "scheduler", factory: { _ in handler })
         logger.logLevel = .notice
-        let ledger = DeliveryLedger(store: store)
+        let ledger = DeliveryLedger(store: store, catalog: CatalogCache(store: store))
         let scheduler = Scheduler(
             store: store,
             ledger: ledger,
@@ -332,7 +332,7 @@ struct DueIndexTests {
         )
         let scheduler = Scheduler(
             store: f.store,
-            ledger: DeliveryLedger(store: f.store),
+            ledger: DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store)),
             gateway: nil,
             configuration: .init(batchSize: 1000, spreadWindow: .zero),
             logger: StoreFixture.logger

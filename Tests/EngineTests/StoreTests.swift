@@ -458,7 +458,7 @@ struct StoreTests {
         let changes = try await f.store.changes(after: start, limit: 10)
         #expect(changes.map(\.subject) == [.ledgers([f.a.id, f.b.id])])
         // A node following the feed drops both users' cached state from one entry.
-        let ledger = DeliveryLedger(store: f.store)
+        let ledger = DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store))
         #expect(try await ledger.unreadCount(tenant: f.acme, user: f.b.id) == 1)
         _ = try await f.store.recordDeliveries([
             NewDelivery(tenant: f.acme, user: f.b.id, impulse: try ImpulseID("two"), kind: .manual, assignedAt: Date())

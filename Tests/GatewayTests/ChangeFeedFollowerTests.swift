@@ -49,8 +49,6 @@ struct ChangeFeedFollowerTests {
                 caches: CacheInvalidation(
                     authenticator: Authenticator(store: store, cacheTTL: .seconds(1)),
                     ledger: broker.application.ledger,
-                    scheduler: nil,
-                    tenants: TenantDirectory(store: store, defaultTenant: nil),
                     gateway: nil
                 ),
                 interval: .milliseconds(20),
@@ -66,15 +64,18 @@ struct ChangeFeedFollowerTests {
     @Test("A tenant's settings changed by another process reach the cached tenant through the feed")
     func tenantChanges() async throws {
         try await TestBroker.run { broker in
-            let tenants = TenantDirectory(store: broker.store, defaultTenant: nil)
+            // A process's cache of its own, with a TTL no test waits for: only the feed can refresh it.
+            let ledger = DeliveryLedger(
+                store: broker.store,
+                catalog: CatalogCache(store: broker.store, ttl: .seconds(3600))
+            )
+            let tenants = TenantDirectory(catalog: ledger.catalog, defaultTenant: nil)
             #expect(try await tenants.resolve("acme").pushExpiry == .endOfDay)
             let follower = ChangeFeedFollower(
                 store: broker.store,
                 caches: CacheInvalidation(
                     authenticator: Authenticator(store: broker.store, cacheTTL: .seconds(1)),
-                    ledger: broker.application.ledger,
-                    scheduler: nil,
-                    tenants: tenants,
+                    ledger: ledger,
                     gateway: nil
                 ),
                 interval: .milliseconds(20),

@@ -33,22 +33,26 @@ public struct LedgerPage: Sendable {
 /// Hot reads (the first page, the unread count) are answered from the shard's memory.
 public final class DeliveryLedger: Sendable {
     private let store: any DeliveryLedgerStore
+    /// Tenants and impulses: the process's one cache of them, which the push gateway and the scheduler share.
+    public let catalog: CatalogCache
     private let shards: [LedgerShard]
     private let writer: MarkWriter
     private let metrics: BrokerMetrics
 
     public init(
         store: any DeliveryLedgerStore,
+        catalog: CatalogCache,
         configuration: LedgerConfiguration = .init(),
         metrics: BrokerMetrics = .disabled,
         logger: Logger? = nil
     ) {
         self.store = store
+        self.catalog = catalog
         self.metrics = metrics
         let writer = MarkWriter(store: store, metrics: metrics, logger: logger)
         self.writer = writer
         self.shards = (0..<configuration.shardCount).map { _ in
-            LedgerShard(store: store, writer: writer, configuration: configuration)
+            LedgerShard(store: store, catalog: catalog, writer: writer, configuration: configuration)
         }
     }
 
@@ -93,7 +97,7 @@ public final class DeliveryLedger: Sendable {
         for delivery in recorded {
             byShard[shardIndex(delivery.user), default: [:]][delivery.user, default: []].append(delivery)
         }
-        for (index, users) in byShard { try await shards[index].recorded(users) }
+        for (index, users) in byShard { await shards[index].recorded(users) }
         return recorded
     }
 
@@ -195,7 +199,12 @@ public final class DeliveryLedger: Sendable {
             for (index, group) in Dictionary(grouping: users, by: shardIndex) {
                 await shards[index].invalidate(tenant: change.tenant, users: group)
             }
-        case .catalog: for shard in shards { await shard.invalidate(tenant: change.tenant) }
+        case .catalog:
+            // The ledger holds no content, so a catalog change is none of its business; a deleted tenant's users
+            // are (names and ids may come back with a new tenant of the same name). Run after the catalog forgot it;
+            // a store that cannot answer counts as gone (dropping hot state loses nothing).
+            guard (try? await catalog.tenant(change.tenant)) == nil else { return }
+            for shard in shards { await shard.invalidate(tenant: change.tenant) }
         case .credentials, .profile, .apnsCredentials: break
         }
     }

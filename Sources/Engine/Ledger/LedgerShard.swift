@@ -11,7 +11,9 @@ actor LedgerShard {
         var user: UserID
     }
 
-    private let store: any LedgerStore & CatalogStore
+    private let store: any LedgerStore
+    /// The content of the deliveries it shows: the process's one catalog cache, never a copy of its own.
+    private let catalog: CatalogCache
     private let writer: MarkWriter
     private let configuration: LedgerConfiguration
     private var users: [Key: UserLedger] = [:]
@@ -20,8 +22,9 @@ actor LedgerShard {
     private var generation: [Key: UInt64] = [:]
     private var useCounter: UInt64 = 0
 
-    init(store: any LedgerStore & CatalogStore, writer: MarkWriter, configuration: LedgerConfiguration) {
+    init(store: any LedgerStore, catalog: CatalogCache, writer: MarkWriter, configuration: LedgerConfiguration) {
         self.store = store
+        self.catalog = catalog
         self.writer = writer
         self.configuration = configuration
     }
@@ -42,7 +45,7 @@ actor LedgerShard {
         var ledger = try await load(tenant: tenant, user: user)
         var items: [DeliveredImpulse]
         if before == nil, let hot = ledger.page(after: after, limit: limit) {
-            items = hot
+            items = try await content(hot, tenant: tenant)
         } else {
             items = try await store.deliveredImpulses(
                 tenant: tenant,
@@ -83,7 +86,7 @@ actor LedgerShard {
         let ledger = try await load(tenant: tenant, user: user)
         var found: DeliveredImpulse?
         if ledger.knowsNewest(impulse) {
-            found = ledger.item(impulse)
+            if let delivery = ledger.item(impulse) { found = try await content([delivery], tenant: tenant).first }
         } else {
             found = try await store.deliveredImpulse(tenant: tenant, user: user, impulse: impulse)
         }
@@ -94,7 +97,7 @@ actor LedgerShard {
         try await writer.write([delivery])
         if kind == .read {
             item.delivery.readAt = now
-            if users[key]?.item(impulse)?.delivery.id != item.delivery.id {
+            if users[key]?.item(impulse)?.id != item.delivery.id {
                 let count = try await store.unreadCount(tenant: tenant, user: user)
                 users[key]?.reset(unreadCount: count)
             }
@@ -114,25 +117,27 @@ actor LedgerShard {
     }
 
     /// Adds freshly recorded deliveries to the cached users among them; the others load them from the store later.
-    func recorded(_ byUser: [UserID: [Delivery]]) async throws {
-        for (user, deliveries) in byUser {
-            guard let tenant = deliveries.first?.tenant, users[Key(tenant: tenant, user: user)] != nil else { continue }
-            try await recorded(deliveries, user: user)
-        }
+    func recorded(_ byUser: [UserID: [Delivery]]) {
+        for (user, deliveries) in byUser { recorded(deliveries, user: user) }
     }
 
     /// Adds freshly recorded deliveries to a cached user; an uncached user loads them from the store later.
-    func recorded(_ deliveries: [Delivery], user: UserID) async throws {
+    func recorded(_ deliveries: [Delivery], user: UserID) {
         guard let tenant = deliveries.first?.tenant else { return }
         let key = Key(tenant: tenant, user: user)
-        guard users[key] != nil else { return }
+        users[key]?.insert(deliveries)
+    }
+
+    /// The deliveries with their impulses' content, as the catalog has it now. A delivery whose impulse is gone (its
+    /// tenant was deleted) is left out, as the store's join leaves it out.
+    private func content(_ deliveries: [Delivery], tenant: TenantID) async throws -> [DeliveredImpulse] {
         var items: [DeliveredImpulse] = []
+        items.reserveCapacity(deliveries.count)
         for delivery in deliveries {
-            guard let impulse = try await store.impulse(tenant: delivery.tenant, id: delivery.impulse) else { continue }
+            guard let impulse = try await catalog.impulse(tenant: tenant, id: delivery.impulse) else { continue }
             items.append(DeliveredImpulse(delivery: delivery, impulse: impulse))
         }
-        guard users[key] != nil else { return }
-        users[key]?.insert(items)
+        return items
     }
 
     /// Drops a user's hot state (another process changed it); the next access reloads from the store.
@@ -175,7 +180,7 @@ actor LedgerShard {
             let items = try await recent
             return UserLedger(
                 tenant: tenant,
-                recent: items,
+                recent: items.map(\.delivery),
                 complete: items.count <= capacity,
                 unreadCount: try await unread,
                 capacity: capacity,

@@ -25,5 +25,5 @@ public protocol LedgerStore: Sendable {
 }
 
 /// What the delivery ledger uses: its own port, plus the transactions that record deliveries together with the
-/// due index (a day's batch) or with reminders, and the catalog its pages show.
-public typealias DeliveryLedgerStore = LedgerStore & ScheduleStore & ReminderStore & CatalogStore
+/// due index (a day's batch) or with reminders. The content its pages show comes from the ``CatalogCache``.
+public typealias DeliveryLedgerStore = LedgerStore & ScheduleStore & ReminderStore

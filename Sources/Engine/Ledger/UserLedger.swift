@@ -2,11 +2,13 @@ import Foundation
 
 /// The in-memory state of one user's ledger: the newest deliveries and the unread count.
 ///
-/// A value type with no I/O: the shard loads it from the store and applies the same changes it writes.
+/// A value type with no I/O: the shard loads it from the store and applies the same changes it writes. It holds
+/// no impulse content: the shard joins that from the process's one catalog cache when it answers, so a catalog
+/// change never has to reach it.
 struct UserLedger: Sendable {
     let tenant: TenantID
     /// Newest first, at most the configured number of hot items.
-    private(set) var recent: [DeliveredImpulse]
+    private(set) var recent: [Delivery]
     /// Whether `recent` holds every delivery the user has.
     private(set) var complete: Bool
     private(set) var unreadCount: Int
@@ -15,7 +17,7 @@ struct UserLedger: Sendable {
 
     init(
         tenant: TenantID,
-        recent: [DeliveredImpulse],
+        recent: [Delivery],
         complete: Bool,
         unreadCount: Int,
         capacity: Int,
@@ -30,16 +32,16 @@ struct UserLedger: Sendable {
     }
 
     /// The page newest first with `id > after`, if memory can answer it without the store.
-    func page(after: DeliveryID?, limit: Int) -> [DeliveredImpulse]? {
-        let matching = recent.prefix { item in after.map { item.delivery.id > $0 } ?? true }
+    func page(after: DeliveryID?, limit: Int) -> [Delivery]? {
+        let matching = recent.prefix { delivery in after.map { delivery.id > $0 } ?? true }
         if matching.count >= limit { return Array(matching.prefix(limit)) }
         // Fewer than asked: memory is enough only if it holds everything newer than `after`.
         if complete || matching.count < recent.count { return Array(matching) }
         return nil
     }
 
-    func item(_ impulse: ImpulseID) -> DeliveredImpulse? {
-        recent.first { $0.delivery.impulse == impulse }
+    func item(_ impulse: ImpulseID) -> Delivery? {
+        recent.first { $0.impulse == impulse }
     }
 
     /// Whether the newest delivery of `impulse` is known to memory, so the answer of `item` is authoritative.
@@ -47,12 +49,12 @@ struct UserLedger: Sendable {
         complete || item(impulse) != nil
     }
 
-    mutating func insert(_ items: [DeliveredImpulse]) {
-        let known = Set(recent.map(\.delivery.id))
-        let new = items.filter { !known.contains($0.delivery.id) }
-        recent = Array((new.sorted { $0.delivery.id > $1.delivery.id } + recent).prefix(capacity))
+    mutating func insert(_ deliveries: [Delivery]) {
+        let known = Set(recent.map(\.id))
+        let new = deliveries.filter { !known.contains($0.id) }
+        recent = Array((new.sorted { $0.id > $1.id } + recent).prefix(capacity))
         if recent.count == capacity { complete = false }
-        unreadCount += new.filter { !$0.delivery.isRead }.count
+        unreadCount += new.filter { !$0.isRead }.count
     }
 
     /// Replaces the count after a change memory cannot follow (a delivery older than the hot items was read).
@@ -62,21 +64,21 @@ struct UserLedger: Sendable {
 
     mutating func apply(_ marks: [DeliveryMark]) {
         for mark in marks {
-            guard let index = recent.firstIndex(where: { $0.delivery.id == mark.delivery }) else { continue }
+            guard let index = recent.firstIndex(where: { $0.id == mark.delivery }) else { continue }
             switch mark.kind {
             case .fetched:
-                if recent[index].delivery.fetchedAt == nil { recent[index].delivery.fetchedAt = mark.at }
+                if recent[index].fetchedAt == nil { recent[index].fetchedAt = mark.at }
             case .pushed(let apnsID):
-                if recent[index].delivery.pushedAt == nil {
-                    recent[index].delivery.pushedAt = mark.at
-                    recent[index].delivery.apnsID = apnsID
+                if recent[index].pushedAt == nil {
+                    recent[index].pushedAt = mark.at
+                    recent[index].apnsID = apnsID
                 }
             case .settled, .noDevice:
                 break
             case .read:
-                if recent[index].delivery.readAt == nil {
-                    recent[index].delivery.readAt = mark.at
-                    if recent[index].delivery.fetchedAt == nil { recent[index].delivery.fetchedAt = mark.at }
+                if recent[index].readAt == nil {
+                    recent[index].readAt = mark.at
+                    if recent[index].fetchedAt == nil { recent[index].fetchedAt = mark.at }
                     unreadCount = max(0, unreadCount - 1)
                 }
             }

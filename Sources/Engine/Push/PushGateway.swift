@@ -17,13 +17,8 @@ public actor PushGateway {
     let configuration: PushGatewayConfiguration
     let logger: Logger
     let metrics: BrokerMetrics
-    /// Tenants and impulses read once a minute, not once per push; the scheduler reads the same.
-    let catalog: CatalogCache
-
-    /// A tenant's catalog or settings changed (the change feed): its next pushes read them again.
-    public nonisolated func catalogChanged(tenant: TenantID) {
-        catalog.forget(tenant)
-    }
+    /// Tenants and impulses read once a minute, not once per push: the ledger's, which the scheduler shares.
+    private var catalog: CatalogCache { ledger.catalog }
 
     /// A queued push: the delivery and, when the producer read it ahead, its devices and badge.
     struct Job {
@@ -70,7 +65,6 @@ public actor PushGateway {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        self.catalog = CatalogCache(store: store)
         self.permits = PushPermits(configuration.workers)
         self.health = Mutex(PushHealth(window: configuration.givingUpAfter))
     }

@@ -22,7 +22,7 @@ public actor Scheduler {
     var lastPushMode = PushHealth.Mode.pushing
     private let metrics: BrokerMetrics
     private let counters = Mutex(SchedulerStatistics())
-    /// The push gateway's cache of tenants and impulses (one per process), or one of its own without a gateway.
+    /// Tenants and impulses: the ledger's, the one cache of them in the process.
     private let catalog: CatalogCache
     /// Failed passes in a row (a full disk, a store that is down): they pause the dispatch, doubling, jittered.
     private var streak: FailureStreak
@@ -40,7 +40,7 @@ public actor Scheduler {
         self.store = store
         self.ledger = ledger
         self.gateway = gateway
-        self.catalog = gateway?.catalog ?? CatalogCache(store: store)
+        self.catalog = ledger.catalog
         self.configuration = configuration
         self.planner = DispatchPlanner(staleness: configuration.staleness, spreadWindow: configuration.spreadWindow)
         self.logger = logger
@@ -311,11 +311,6 @@ public actor Scheduler {
         // A row at fire time 0 only asks to be planned: it is not late.
         guard let next, next.timeIntervalSince1970 > 0 else { return (next, 0) }
         return (next, max(0, now.timeIntervalSince(next)))
-    }
-
-    /// Forgets a tenant's cached catalog (it changed).
-    public func catalogChanged(tenant: TenantID) {
-        catalog.forget(tenant)
     }
 
     /// One batch's decisions, not yet committed.

@@ -60,8 +60,11 @@ public func buildApplication(
     gracefulShutdownSignals: [UnixSignal] = [],
     onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }
 ) async throws -> BrokerApplication {
+    // The one cache of tenants and impulses: the ledger's pages, the scheduler, the push gateway and every
+    // request's tenant read it, and one `forget` (CacheInvalidation) refreshes it for all of them.
     let ledger = DeliveryLedger(
         store: store,
+        catalog: CatalogCache(store: store),
         configuration: configuration.ledger,
         metrics: metrics.metrics,
         logger: logger
@@ -89,7 +92,7 @@ public func buildApplication(
         )
     }
     let inspector = Inspector(store: store, gateway: push.gateway, transport: push.transport, scheduler: scheduler)
-    let tenants = TenantDirectory(store: store, defaultTenant: configuration.defaultTenant)
+    let tenants = TenantDirectory(catalog: ledger.catalog, defaultTenant: configuration.defaultTenant)
     let vault = APNsCredentialVault(key: configuration.credentialKey)
     let credentials = push.transport.map {
         APNsCredentialLoader(store: store, vault: vault, transport: $0, gateway: push.gateway, logger: logger)
@@ -98,8 +101,6 @@ public func buildApplication(
     let caches = CacheInvalidation(
         authenticator: authenticator,
         ledger: ledger,
-        scheduler: scheduler,
-        tenants: tenants,
         gateway: push.gateway,
         credentials: credentials
     )

@@ -92,9 +92,10 @@ extension ChangeFeedFollower {
 /// other processes, the admin API those of its own writes.
 struct CacheInvalidation: Sendable {
     let authenticator: Authenticator
+    /// Its ``DeliveryLedger/catalog`` is the process's one cache of tenants and impulses (the scheduler's, the
+    /// push gateway's and every request's tenant).
     let ledger: DeliveryLedger
-    let scheduler: Scheduler?
-    let tenants: TenantDirectory
+    /// This node's push gateway, if it pushes (the console's "deliver now" hands it the delivery).
     let gateway: PushGateway?
     var credentials: APNsCredentialLoader? = nil
 
@@ -104,12 +105,10 @@ struct CacheInvalidation: Sendable {
             return
         }
         authenticator.invalidate(change)
-        await ledger.apply(change)
         if change.subject == .catalog {
-            // A catalog import or a change of the tenant's settings (`tenant update`, the admin API).
-            await scheduler?.catalogChanged(tenant: change.tenant)
-            gateway?.catalogChanged(tenant: change.tenant)
-            tenants.forget(change.tenant)
+            // A catalog import, a change of the tenant's settings, a tenant created or deleted.
+            ledger.catalog.forget(change.tenant)
         }
+        await ledger.apply(change)
     }
 }
