@@ -45,4 +45,24 @@ struct TenantProgrammeTests {
             )
         }
     }
+
+    @Test("Saving settings that change nothing answers the tenant and writes no audit entry")
+    func unchanged() async throws {
+        try await TestBroker.run { broker in
+            let json = [("Content-Type", "application/json")]
+            let body = #"{"weekdays": [1, 2, 3, 4, 5], "quietHours": {"start": "21:00", "end": "06:30"}}"#
+            func save() async throws -> TestBroker.Reply {
+                try await broker.send(.PATCH, "/t/acme/admin/v1/tenant", user: "root", headers: json, body: body)
+            }
+            func trail() async throws -> [String] {
+                let reply = try await broker.send(.GET, "/t/acme/admin/v1/audit", user: "root")
+                return (reply.json["items"] as? [[String: Any]] ?? []).compactMap { $0["action"] as? String }
+            }
+            #expect(try await save().status == 200)
+            #expect(try await trail() == ["tenant.update"])
+            let again = try await save()
+            #expect(again.status == 200 && again.json["weekdays"] as? [Int] == [1, 2, 3, 4, 5], "\(again.text)")
+            #expect(try await trail() == ["tenant.update"])
+        }
+    }
 }

@@ -86,8 +86,11 @@ public struct Administration: Sendable {
             )
         }
         guard var tenant = try await store.tenant(id) else { throw Self.unknown(id) }
-        let wasSuspended = tenant.suspended
+        let before = tenant
         try settings.apply(to: &tenant)
+        // A form saved as it was (the console sends every field): nothing to write, audit or tell other nodes.
+        guard tenant != before else { return tenant }
+        let wasSuspended = before.suspended
         let action =
             switch (wasSuspended, tenant.suspended) {
             case (false, true): "tenant.suspend"
