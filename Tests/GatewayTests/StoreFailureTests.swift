@@ -204,7 +204,9 @@ struct StreamGovernorTests {
 
     @Test("An open HTTP/2 connection is sent SETTINGS with the lower limit while the node is under pressure")
     func settingsReachClients() async throws {
+        // The requests that press go over HTTP/1.1 (see `AdmissionTests.run`); only the watcher speaks HTTP/2.
         try await TestBroker.run(
+            http1Only: true,
             requestDeadline: .seconds(60),
             busyTimeout: .seconds(60),
             admission: AdmissionLimits(node: 4, perTenant: 2)
