@@ -37,8 +37,7 @@ extension SQLiteStore {
                     credential.createdAt.unixSeconds, credential.activatedAt?.unixSeconds, credential.lastError,
                 ]
             )
-            try self.logChange(db, tenant: credential.tenant, subject: .apnsCredentials)
-            try Self.insertAudit(audit, db)
+            try self.apply(.apnsCredentialsChanged(credential.tenant, audit: audit), db)
         }
     }
 
@@ -66,7 +65,7 @@ extension SQLiteStore {
                     arguments: [tenant.rawValue, id]
                 )
             }
-            try self.logChange(db, tenant: tenant, subject: .apnsCredentials)
+            try self.apply(.apnsCredentialsChanged(tenant), db)
             return true
         }
     }
@@ -78,8 +77,7 @@ extension SQLiteStore {
                 arguments: [tenant.rawValue, id]
             )
             guard db.changesCount == 1 else { return false }
-            try self.logChange(db, tenant: tenant, subject: .apnsCredentials)
-            try Self.insertAudit(audit, db)
+            try self.apply(.apnsCredentialsChanged(tenant, audit: audit), db)
             return true
         }
     }

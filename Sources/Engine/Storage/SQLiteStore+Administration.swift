@@ -8,7 +8,7 @@ extension SQLiteStore {
                 sql: "INSERT INTO operators (name, password_hash, created_at) VALUES (?, ?, ?)",
                 arguments: [account.name, account.passwordHash, account.createdAt.unixSeconds]
             )
-            try Self.insertAudit(audit, db)
+            try self.apply(.audited(audit), db)
         }
     }
 
@@ -29,9 +29,8 @@ extension SQLiteStore {
     public func createTenant(_ tenant: Tenant, audit: AuditEntry) async throws {
         try await write { db in
             try Self.insertTenant(tenant, db)
-            try Self.insertAudit(audit, db)
             // Other processes may remember the id as unknown: they look again.
-            try self.logChange(db, tenant: tenant.id, subject: .catalog)
+            try self.apply(.tenantChanged(tenant.id, audit: audit), db)
         }
     }
 
@@ -68,8 +67,7 @@ extension SQLiteStore {
                     arguments: [change.fireAt, tenant.id.rawValue]
                 )
             }
-            try self.logChange(db, tenant: tenant.id, subject: .catalog)
-            try Self.insertAudit(audit, db)
+            try self.apply(.tenantChanged(tenant.id, audit: audit), db)
         }
     }
 
@@ -101,9 +99,7 @@ extension SQLiteStore {
             try db.execute(sql: "DELETE FROM tenants WHERE id = ?", arguments: [id])
             guard db.changesCount == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
             // Other processes drop what they cached of the tenant.
-            try self.logChange(db, tenant: tenant, subject: .catalog)
-            try self.logChange(db, tenant: tenant, subject: .apnsCredentials)
-            try Self.insertAudit(audit, db)
+            try self.apply(.tenantDeleted(tenant, audit: audit), db)
             return report
         }
     }
@@ -111,28 +107,15 @@ extension SQLiteStore {
     public func createUser(_ user: NewUser, audit: AuditEntry) async throws -> User {
         try await write { db in
             let created = try self.insertUser(user, db, at: Date())
-            try self.queueUserEvents(.userCreated, [created], db)
-            try Self.insertAudit(audit, db)
+            try self.apply(.usersCreated([created], audit: [audit]), db)
             return created
         }
-    }
-
-    /// Queues `user.created` or `user.deleted` for the users, if an endpoint of their tenant listens.
-    func queueUserEvents(_ event: WebhookEvent, _ users: [User], _ db: Database) throws {
-        guard let first = users.first else { return }
-        let subscriptions = try webhookSubscriptions(db)
-        guard subscriptions.contains(first.tenant, event) else { return }
-        let now = Date()
-        try queueWebhookEvents(
-            users.map { .user(event, tenant: $0.tenant, user: $0.id, username: $0.username, at: now) },
-            db
-        )
     }
 
     public func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User {
         try await write { db in
             try self.applyUpdate(user, passwordHash: passwordHash, db)
-            try Self.insertAudit(audit, db)
+            try self.apply(.userChanged(user, audit: audit), db)
             return try Row.fetchOne(
                 db,
                 sql: "SELECT * FROM users WHERE id = ?",
@@ -145,6 +128,7 @@ extension SQLiteStore {
         try await write { db in
             let now = Date()
             var created: [User] = []
+            var duties = StoreDuties()
             for write in writes {
                 switch write {
                 case .create(let new, let enabled, _):
@@ -153,19 +137,21 @@ extension SQLiteStore {
                     if !enabled {
                         user.enabled = false
                         try self.applyUpdate(user, passwordHash: nil, db)
+                        duties += .userChanged(user)
                     }
                 case .update(let user, _, let passwordHash):
                     try self.applyUpdate(user, passwordHash: passwordHash, db)
+                    duties += .userChanged(user)
                 case .unchanged:
                     break
                 }
             }
-            try self.queueUserEvents(.userCreated, created, db)
-            for entry in audit { try Self.insertAudit(entry, db) }
+            try self.apply(.usersCreated(created, audit: audit, at: now) + duties, db)
         }
     }
 
-    /// Writes a user's settings (and a new password hash when given), plans its row again and tells the caches.
+    /// Writes a user's settings (and a new password hash when given) and plans its row again; the caller applies
+    /// `StoreDuties.userChanged`.
     private func applyUpdate(_ user: User, passwordHash: String?, _ db: Database) throws {
         try db.execute(
             sql: """
@@ -194,8 +180,6 @@ extension SQLiteStore {
             sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",
             arguments: [user.id.rawValue, user.tenant.rawValue]
         )
-        try self.logChange(db, tenant: user.tenant, subject: .credentials(username: user.username))
-        try self.logChange(db, tenant: user.tenant, subject: .profile(user.id))
     }
 
     public func deleteUser(tenant: TenantID, user: UserID, audit: AuditEntry) async throws -> ErasureReport {
@@ -209,12 +193,6 @@ extension SQLiteStore {
                 )
             else { throw EngineError(.notFound, "no such user") }
             var report = ErasureReport(users: 1)
-            if try self.webhookSubscriptions(db).contains(tenant, .userDeleted) {
-                try self.queueWebhookEvents(
-                    [.user(.userDeleted, tenant: tenant, user: user, username: username, at: Date())],
-                    db
-                )
-            }
             try db.execute(sql: "DELETE FROM devices WHERE tenant_id = ? AND user_id = ?", arguments: arguments)
             report.devices = db.changesCount
             try db.execute(sql: "DELETE FROM deliveries WHERE tenant_id = ? AND user_id = ?", arguments: arguments)
@@ -223,9 +201,7 @@ extension SQLiteStore {
             report.reminders = db.changesCount
             try db.execute(sql: "DELETE FROM schedules WHERE tenant_id = ? AND user_id = ?", arguments: arguments)
             try db.execute(sql: "DELETE FROM users WHERE tenant_id = ? AND id = ?", arguments: arguments)
-            try self.logChange(db, tenant: tenant, subject: .credentials(username: username))
-            try self.logChange(db, tenant: tenant, subject: .ledger(user))
-            try Self.insertAudit(audit, db)
+            try self.apply(.userDeleted(tenant: tenant, user: user, username: username, audit: audit), db)
             return report
         }
     }
@@ -253,7 +229,7 @@ extension SQLiteStore {
     ) {
         try await write { db in
             let counts = try self.upsertImpulses(impulses, tenant: tenant, db)
-            try Self.insertAudit(audit, db)
+            try self.apply(.tenantChanged(tenant, audit: audit), db)
             return counts
         }
     }
@@ -265,8 +241,7 @@ extension SQLiteStore {
                 arguments: [retired, tenant.rawValue, impulse.rawValue]
             )
             guard db.changesCount == 1 else { throw EngineError(.notFound, "no impulse \(impulse) in \(tenant)") }
-            try self.logChange(db, tenant: tenant, subject: .catalog)
-            try Self.insertAudit(audit, db)
+            try self.apply(.tenantChanged(tenant, audit: audit), db)
         }
     }
 
@@ -274,15 +249,14 @@ extension SQLiteStore {
         try await write { db in
             let insert = try db.cachedStatement(sql: Self.insertDeliverySQL)
             let recorded = try deliveries.compactMap { try self.insert($0, with: insert, db) }
-            try self.logLedgerChanges(db, recorded)
             try self.recordAssigned(recorded, db)
-            try Self.insertAudit(audit, db)
+            try self.apply(.deliveriesRecorded(recorded, audit: audit), db)
             return recorded
         }
     }
 
     public func recordAudit(_ entry: AuditEntry) async throws {
-        try await write { db in try Self.insertAudit(entry, db) }
+        try await write { db in try self.apply(.audited(entry), db) }
     }
 
     public func auditEntries(tenant: TenantID?, before: Int64?, limit: Int) async throws -> [AuditEntry] {

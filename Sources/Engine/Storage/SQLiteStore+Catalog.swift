@@ -6,7 +6,11 @@ extension SQLiteStore {
         guard impulses.allSatisfy({ $0.tenant == tenant }) else {
             throw EngineError(.invalidInput, "every impulse of an import must belong to the importing tenant")
         }
-        return try await write { db in try self.upsertImpulses(impulses, tenant: tenant, db) }
+        return try await write { db in
+            let counts = try self.upsertImpulses(impulses, tenant: tenant, db)
+            try self.apply(.tenantChanged(tenant), db)
+            return counts
+        }
     }
 
     func upsertImpulses(_ impulses: [Impulse], tenant: TenantID, _ db: Database) throws -> (inserted: Int, updated: Int)
@@ -37,7 +41,6 @@ extension SQLiteStore {
                 impulse.series, impulse.seriesPosition,
             ])
         }
-        try self.logChange(db, tenant: tenant, subject: .catalog)
         return (inserted, impulses.count - inserted)
     }
 

@@ -23,19 +23,20 @@ extension SQLiteStore {
         }
     }
 
+    /// Carries out a write's duties in the caller's transaction, last, in `StoreDuties`' order: its webhook events,
+    /// its audit entries, then its entries in the change feed.
+    func apply(_ duties: StoreDuties, _ db: Database) throws {
+        try queueWebhookEvents(duties.events, db)
+        for entry in duties.audit { try Self.insertAudit(entry, db) }
+        for change in duties.changes { try logChange(db, tenant: change.tenant, subject: change.subject) }
+    }
+
     /// Appends to the change feed inside the caller's transaction, so the change and its entry commit together.
-    func logChange(_ db: Database, tenant: TenantID, subject: StoreChange.Subject) throws {
+    private func logChange(_ db: Database, tenant: TenantID, subject: StoreChange.Subject) throws {
         let (kind, value) = StoredForm.encode(subject)
         // Cached: a burst logs one change per delivery, and parsing the statement each time cost more than the insert.
         try db.cachedStatement(sql: "INSERT INTO changes (tenant_id, kind, subject, origin, at) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [tenant.rawValue, kind, value, nodeID, Date().unixSeconds])
-    }
-
-    /// One change entry per tenant for the users whose deliveries were recorded in this transaction.
-    func logLedgerChanges(_ db: Database, _ deliveries: [Delivery]) throws {
-        for (tenant, subject) in StoredForm.ledgerSubjects(deliveries) {
-            try logChange(db, tenant: tenant, subject: subject)
-        }
     }
 
     static func change(from row: Row) -> StoreChange? {

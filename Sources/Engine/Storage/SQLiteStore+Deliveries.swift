@@ -9,14 +9,14 @@ extension SQLiteStore {
             for new in deliveries {
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
-            try self.logLedgerChanges(db, recorded)
+            try self.apply(.deliveriesRecorded(recorded), db)
             try self.recordAssigned(recorded, db)
             return recorded
         }
     }
 
-    /// Inserts one assignment with the prepared statement; nil when its daily key already exists. The caller logs
-    /// the change (`logLedgerChanges`) once for everything it inserted.
+    /// Inserts one assignment with the prepared statement; nil when its daily key already exists. The caller applies
+    /// `StoreDuties.deliveriesRecorded` once for everything it inserted.
     func insert(_ new: NewDelivery, with insert: Statement, _ db: Database) throws -> Delivery? {
         let assignedAt = new.assignedAt.unixSeconds
         try insert.execute(arguments: [
@@ -139,6 +139,7 @@ extension SQLiteStore {
                     """
             )
             var effects = MarkEffects(subscriptions: try self.webhookSubscriptions(db))
+            var duties = StoreDuties()
             var noDevice = Set<Int64>()
             var apnsIDs: [Int64: String] = [:]
             var taps: [DeliveryMark] = []
@@ -227,13 +228,14 @@ extension SQLiteStore {
                     reader = row[4]
                     return .read(pushedAt: (row[5] as Double?).map(Date.init(unixSeconds:)), readAt: mark.at)
                 }
-                if let reader { try self.logChange(db, tenant: mark.tenant, subject: .ledger(UserID(reader))) }
+                if let reader { duties += .ledgerChanged(tenant: mark.tenant, user: UserID(reader)) }
             }
             try self.recordEngagement(effects.tally, db)
             let users = effects.users
             if !users.isEmpty {
-                try self.queueWebhookEvents(effects.records(usernames: try self.usernames(users, db)), db)
+                duties += .events(effects.records(usernames: try self.usernames(users, db)))
             }
+            try self.apply(duties, db)
         }
     }
 
@@ -270,7 +272,7 @@ extension SQLiteStore {
                 arguments: [tenant.rawValue, user.rawValue]
             )
             let count = db.changesCount
-            try self.logChange(db, tenant: tenant, subject: .ledger(user))
+            try self.apply(.ledgerChanged(tenant: tenant, user: user), db)
             return count
         }
     }

@@ -62,19 +62,15 @@ extension SQLiteStore {
             guard db.changesCount > 0 else { return false }
             if try self.webhookSubscriptions(db).contains(tenant, .deviceRemoved) {
                 let username = try self.usernames([owner.rawValue], db)[owner.rawValue]
-                try self.queueWebhookEvents(
-                    [
-                        .deviceRemoved(
-                            tenant: tenant,
-                            user: owner,
-                            username: username,
-                            token: token.rawValue,
-                            reason: "unregistered",
-                            at: Date()
-                        )
-                    ],
-                    db
+                let event = WebhookEventRecord.deviceRemoved(
+                    tenant: tenant,
+                    user: owner,
+                    username: username,
+                    token: token.rawValue,
+                    reason: "unregistered",
+                    at: Date()
                 )
+                try self.apply(.events([event]), db)
             }
             return true
         }
@@ -163,19 +159,17 @@ extension SQLiteStore {
             if !removed.isEmpty, try self.webhookSubscriptions(db).contains(tenant, .deviceRemoved) {
                 let names = try self.usernames(Set(removed.map(\.user)), db)
                 let at = Date()
-                try self.queueWebhookEvents(
-                    removed.map {
-                        .deviceRemoved(
-                            tenant: tenant,
-                            user: UserID($0.user),
-                            username: names[$0.user],
-                            token: $0.token,
-                            reason: "apns",
-                            at: at
-                        )
-                    },
-                    db
-                )
+                let events = removed.map {
+                    WebhookEventRecord.deviceRemoved(
+                        tenant: tenant,
+                        user: UserID($0.user),
+                        username: names[$0.user],
+                        token: $0.token,
+                        reason: "apns",
+                        at: at
+                    )
+                }
+                try self.apply(.events(events), db)
             }
             return changed
         }

@@ -163,7 +163,7 @@ extension SQLiteStore {
                     if db.changesCount > 0, let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
                 }
             }
-            try self.logLedgerChanges(db, recorded)
+            try self.apply(.deliveriesRecorded(recorded), db)
             tally.assigned(recorded)
             try self.recordEngagement(tally, db)
             return recorded
@@ -347,7 +347,7 @@ extension SQLiteStore {
                 )
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
-            try self.logLedgerChanges(db, recorded)
+            try self.apply(.deliveriesRecorded(recorded), db)
             try self.recordAssigned(recorded, db)
             return recorded
         }

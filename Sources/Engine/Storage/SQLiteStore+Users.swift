@@ -5,7 +5,7 @@ extension SQLiteStore {
     public func createTenant(_ tenant: Tenant) async throws {
         try await write { db in
             try Self.insertTenant(tenant, db)
-            try self.logChange(db, tenant: tenant.id, subject: .catalog)
+            try self.apply(.tenantChanged(tenant.id), db)
         }
     }
 
@@ -43,7 +43,7 @@ extension SQLiteStore {
                 arguments: [expiry.rawValue, tenant.rawValue]
             )
             guard db.changesCount == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
-            try self.logChange(db, tenant: tenant, subject: .catalog)
+            try self.apply(.tenantChanged(tenant), db)
         }
     }
 
@@ -143,7 +143,7 @@ extension SQLiteStore {
                 arguments: [passwordHash, tenant.rawValue, username]
             )
             guard db.changesCount > 0 else { return false }
-            try self.logChange(db, tenant: tenant, subject: .credentials(username: username))
+            try self.apply(.credentialsChanged(tenant: tenant, username: username), db)
             return true
         }
     }
@@ -165,7 +165,7 @@ extension SQLiteStore {
                     arguments: [tenant.rawValue, username]
                 )
             }
-            try self.logChange(db, tenant: tenant, subject: .credentials(username: username))
+            try self.apply(.credentialsChanged(tenant: tenant, username: username), db)
             return true
         }
     }
@@ -193,7 +193,7 @@ extension SQLiteStore {
                 sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",
                 arguments: [user.rawValue, tenant.rawValue]
             )
-            try self.logChange(db, tenant: tenant, subject: .profile(user))
+            try self.apply(.profileChanged(tenant: tenant, user: user), db)
         }
     }
 
@@ -204,7 +204,7 @@ extension SQLiteStore {
                 arguments: [StoredForm.encodeScores(scores), tenant.rawValue, user.rawValue]
             )
             guard db.changesCount > 0 else { throw EngineError(.notFound, "no such user") }
-            try self.logChange(db, tenant: tenant, subject: .profile(user))
+            try self.apply(.profileChanged(tenant: tenant, user: user), db)
         }
     }
 

@@ -106,7 +106,7 @@ extension SQLiteStore {
                     endpoint.enabled, endpoint.createdAt.unixSeconds,
                 ]
             )
-            try Self.insertAudit(audit, db)
+            try self.apply(.audited(audit), db)
         }
     }
 
@@ -125,7 +125,7 @@ extension SQLiteStore {
                 ]
             )
             guard db.changesCount == 1 else { return false }
-            try Self.insertAudit(audit, db)
+            try self.apply(.audited(audit), db)
             return true
         }
     }
@@ -148,7 +148,7 @@ extension SQLiteStore {
                 arguments: [id, tenant.rawValue]
             )
             guard db.changesCount == 1 else { return false }
-            try Self.insertAudit(audit, db)
+            try self.apply(.audited(audit), db)
             return true
         }
     }

@@ -47,8 +47,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            try await self.logChange(connection, tenant: credential.tenant, subject: .apnsCredentials)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.apnsCredentialsChanged(credential.tenant, audit: audit), connection)
         }
     }
 
@@ -79,7 +78,7 @@ extension PostgresStore {
                     logger
                 )
             }
-            try await self.logChange(connection, tenant: tenant, subject: .apnsCredentials)
+            try await self.apply(.apnsCredentialsChanged(tenant), connection)
             return true
         }
     }
@@ -91,8 +90,7 @@ extension PostgresStore {
                 logger
             )
             guard deleted == 1 else { return false }
-            try await self.logChange(connection, tenant: tenant, subject: .apnsCredentials)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.apnsCredentialsChanged(tenant, audit: audit), connection)
             return true
         }
     }

@@ -11,7 +11,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.audited(audit), connection)
         }
     }
 
@@ -36,9 +36,8 @@ extension PostgresStore {
     public func createTenant(_ tenant: Tenant, audit: AuditEntry) async throws {
         try await write { [self] connection in
             try await self.insertTenant(tenant, connection)
-            try await self.insertAudit(audit, connection)
             // Other nodes may remember the id as unknown: they look again when the change's NOTIFY arrives.
-            try await self.logChange(connection, tenant: tenant.id, subject: .catalog)
+            try await self.apply(.tenantChanged(tenant.id, audit: audit), connection)
         }
     }
 
@@ -75,8 +74,7 @@ extension PostgresStore {
                     logger
                 )
             }
-            try await self.logChange(connection, tenant: tenant.id, subject: .catalog)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.tenantChanged(tenant.id, audit: audit), connection)
         }
     }
 
@@ -103,9 +101,7 @@ extension PostgresStore {
             try await connection.run("DELETE FROM webhook_endpoints WHERE tenant_id = \(id)", logger)
             let deleted = try await connection.run("DELETE FROM tenants WHERE id = \(id) RETURNING 1", logger)
             guard deleted == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
-            try await self.logChange(connection, tenant: tenant, subject: .catalog)
-            try await self.logChange(connection, tenant: tenant, subject: .apnsCredentials)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.tenantDeleted(tenant, audit: audit), connection)
             return report
         }
     }
@@ -131,34 +127,24 @@ extension PostgresStore {
     public func createUser(_ user: NewUser, audit: AuditEntry) async throws -> User {
         try await write { [self] connection in
             let created = try await self.insertUsers([user], connection)[0]
-            try await self.queueUserEvents(.userCreated, [created], connection)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.usersCreated([created], audit: [audit]), connection)
             return created
         }
-    }
-
-    /// Queues `user.created` or `user.deleted` for the users, if an endpoint of their tenant listens.
-    func queueUserEvents(_ event: WebhookEvent, _ users: [User], _ connection: PostgresConnection) async throws {
-        guard let first = users.first else { return }
-        guard try await webhookSubscriptions(connection).contains(first.tenant, event) else { return }
-        let now = Date()
-        try await queueWebhookEvents(
-            users.map { .user(event, tenant: $0.tenant, user: $0.id, username: $0.username, at: now) },
-            connection
-        )
     }
 
     public func updateUser(_ user: User, passwordHash: String?, audit: AuditEntry) async throws -> User {
         try await write { [self] connection in
             let updated = try await self.applyUpdate(user, passwordHash: passwordHash, connection)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.userChanged(user, audit: audit), connection)
             return updated
         }
     }
 
     public func writeUsers(_ writes: [UserWrite], audit: [AuditEntry]) async throws {
         try await write { [self] connection in
+            let now = Date()
             var created: [User] = []
+            var duties = StoreDuties()
             for write in writes {
                 switch write {
                 case .create(let new, let enabled, _):
@@ -167,19 +153,21 @@ extension PostgresStore {
                     if !enabled {
                         user.enabled = false
                         _ = try await self.applyUpdate(user, passwordHash: nil, connection)
+                        duties += .userChanged(user)
                     }
                 case .update(let user, _, let passwordHash):
                     _ = try await self.applyUpdate(user, passwordHash: passwordHash, connection)
+                    duties += .userChanged(user)
                 case .unchanged:
                     break
                 }
             }
-            try await self.queueUserEvents(.userCreated, created, connection)
-            for entry in audit { try await self.insertAudit(entry, connection) }
+            try await self.apply(.usersCreated(created, audit: audit, at: now) + duties, connection)
         }
     }
 
-    /// Writes a user's settings (and a new password hash when given), plans its row again and tells the caches.
+    /// Writes a user's settings (and a new password hash when given) and plans its row again; the caller applies
+    /// `StoreDuties.userChanged`.
     private func applyUpdate(
         _ user: User,
         passwordHash: String?,
@@ -216,10 +204,6 @@ extension PostgresStore {
             "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = \(user.id.rawValue)",
             logger
         )
-        try await self.logChanges(
-            connection,
-            [(user.tenant, .credentials(username: user.username)), (user.tenant, .profile(user.id))]
-        )
         return updated
     }
 
@@ -233,12 +217,6 @@ extension PostgresStore {
             else { throw EngineError(.notFound, "no such user") }
             let (t, u) = (tenant.rawValue, user.rawValue)
             var report = ErasureReport(users: 1)
-            if try await self.webhookSubscriptions(connection).contains(tenant, .userDeleted) {
-                try await self.queueWebhookEvents(
-                    [.user(.userDeleted, tenant: tenant, user: user, username: username, at: Date())],
-                    connection
-                )
-            }
             report.devices = try await connection.run(
                 "DELETE FROM devices WHERE tenant_id = \(t) AND user_id = \(u) RETURNING 1",
                 logger
@@ -250,11 +228,10 @@ extension PostgresStore {
             )
             try await connection.run("DELETE FROM schedules WHERE tenant_id = \(t) AND user_id = \(u)", logger)
             try await connection.run("DELETE FROM users WHERE tenant_id = \(t) AND id = \(u)", logger)
-            try await self.logChanges(
-                connection,
-                [(tenant, .credentials(username: username)), (tenant, .ledger(user))]
+            try await self.apply(
+                .userDeleted(tenant: tenant, user: user, username: username, audit: audit),
+                connection
             )
-            try await self.insertAudit(audit, connection)
             return report
         }
     }
@@ -282,7 +259,7 @@ extension PostgresStore {
     ) {
         try await write { [self] connection in
             let counts = try await self.upsertImpulses(impulses, tenant: tenant, connection)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.tenantChanged(tenant, audit: audit), connection)
             return counts
         }
     }
@@ -297,23 +274,21 @@ extension PostgresStore {
                 logger
             )
             guard changed == 1 else { throw EngineError(.notFound, "no impulse \(impulse) in \(tenant)") }
-            try await self.logChange(connection, tenant: tenant, subject: .catalog)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.tenantChanged(tenant, audit: audit), connection)
         }
     }
 
     public func recordDeliveries(_ deliveries: [NewDelivery], audit: AuditEntry) async throws -> [Delivery] {
         try await write { [self] connection in
             let recorded = try await self.insert(deliveries, connection)
-            try await self.logLedgerChanges(connection, recorded)
             try await self.recordAssigned(recorded, connection)
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.deliveriesRecorded(recorded, audit: audit), connection)
             return recorded
         }
     }
 
     public func recordAudit(_ entry: AuditEntry) async throws {
-        try await write { [self] connection in try await self.insertAudit(entry, connection) }
+        try await write { [self] connection in try await self.apply(.audited(entry), connection) }
     }
 
     public func auditEntries(tenant: TenantID?, before: Int64?, limit: Int) async throws -> [AuditEntry] {

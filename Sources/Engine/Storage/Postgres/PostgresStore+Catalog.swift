@@ -7,7 +7,9 @@ extension PostgresStore {
             throw EngineError(.invalidInput, "every impulse of an import must belong to the importing tenant")
         }
         return try await write { [self] connection in
-            try await self.upsertImpulses(impulses, tenant: tenant, connection)
+            let counts = try await self.upsertImpulses(impulses, tenant: tenant, connection)
+            try await self.apply(.tenantChanged(tenant), connection)
+            return counts
         }
     }
 
@@ -43,7 +45,6 @@ extension PostgresStore {
             // xmax is 0 for a row this statement inserted, the updating transaction's id for an updated one.
             if try rows.first?.at(0, as: Bool.self) == true { inserted += 1 }
         }
-        try await logChange(connection, tenant: tenant, subject: .catalog)
         return (inserted, impulses.count - inserted)
     }
 

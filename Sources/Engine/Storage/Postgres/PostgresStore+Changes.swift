@@ -43,18 +43,18 @@ extension PostgresStore {
         }
     }
 
-    /// Appends to the change feed inside the caller's transaction (so the change and its entry commit together)
-    /// and notifies the other nodes when it commits.
-    func logChange(_ connection: PostgresConnection, tenant: TenantID, subject: StoreChange.Subject) async throws {
-        try await logChanges(connection, [(tenant, subject)])
+    /// Carries out a write's duties in the caller's transaction, last, in `StoreDuties`' order (as the SQLite store
+    /// does): its webhook events, its audit entries, then its entries in the change feed, whose lock is then held
+    /// only from there to the commit.
+    func apply(_ duties: StoreDuties, _ connection: PostgresConnection) async throws {
+        try await queueWebhookEvents(duties.events, connection)
+        for entry in duties.audit { try await insertAudit(entry, connection) }
+        try await logChanges(connection, duties.changes)
     }
 
-    /// One change entry per tenant for the users whose deliveries were recorded in this transaction.
-    func logLedgerChanges(_ connection: PostgresConnection, _ deliveries: [Delivery]) async throws {
-        try await logChanges(connection, StoredForm.ledgerSubjects(deliveries))
-    }
-
-    func logChanges(
+    /// Appends to the change feed inside the caller's transaction (so the changes and their entries commit
+    /// together) and notifies the other nodes when it commits.
+    private func logChanges(
         _ connection: PostgresConnection,
         _ entries: [(tenant: TenantID, subject: StoreChange.Subject)]
     ) async throws {

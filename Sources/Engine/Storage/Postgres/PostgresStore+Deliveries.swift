@@ -6,7 +6,7 @@ extension PostgresStore {
         guard !deliveries.isEmpty else { return [] }
         return try await write { [self] connection in
             let recorded = try await self.insert(deliveries, connection)
-            try await self.logLedgerChanges(connection, recorded)
+            try await self.apply(.deliveriesRecorded(recorded), connection)
             try await self.recordAssigned(recorded, connection)
             return recorded
         }
@@ -217,7 +217,7 @@ extension PostgresStore {
                 )
                 changed(rows) { .failed(noDevice: $0.noDevice) }
             }
-            var readers: [(tenant: TenantID, subject: StoreChange.Subject)] = []
+            var duties = StoreDuties()
             for mark in taps {
                 let at = mark.at.unixSeconds
                 // A read is a fetch too, if none came first.
@@ -253,7 +253,7 @@ extension PostgresStore {
                 ) {
                     let (user, day, impulse): (Int64, String, String) = (try row.at(0), try row.at(1), try row.at(2))
                     let pushedAt: Double? = try row.at(3)
-                    readers.append((mark.tenant, .ledger(UserID(user))))
+                    duties += .ledgerChanged(tenant: mark.tenant, user: UserID(user))
                     effects.changed(
                         .read(pushedAt: pushedAt.map(Date.init(unixSeconds:)), readAt: mark.at),
                         tenant: mark.tenant,
@@ -265,13 +265,13 @@ extension PostgresStore {
                     )
                 }
             }
-            try await self.logChanges(connection, readers)
             try await self.recordEngagement(effects.tally, connection)
             let users = effects.users
             if !users.isEmpty {
                 let names = try await self.usernames(users, connection)
-                try await self.queueWebhookEvents(effects.records(usernames: names), connection)
+                duties += .events(effects.records(usernames: names))
             }
+            try await self.apply(duties, connection)
         }
     }
 
@@ -289,7 +289,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            try await self.logChange(connection, tenant: tenant, subject: .ledger(user))
+            try await self.apply(.ledgerChanged(tenant: tenant, user: user), connection)
             return count
         }
     }

@@ -108,19 +108,17 @@ extension PostgresStore {
         }
         let names = try await usernames(Set(removed.map(\.user)), connection)
         let at = Date()
-        try await queueWebhookEvents(
-            removed.map {
-                .deviceRemoved(
-                    tenant: tenant,
-                    user: UserID($0.user),
-                    username: names[$0.user],
-                    token: $0.token,
-                    reason: reason,
-                    at: at
-                )
-            },
-            connection
-        )
+        let events = removed.map {
+            WebhookEventRecord.deviceRemoved(
+                tenant: tenant,
+                user: UserID($0.user),
+                username: names[$0.user],
+                token: $0.token,
+                reason: reason,
+                at: at
+            )
+        }
+        try await apply(.events(events), connection)
     }
 
     static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"

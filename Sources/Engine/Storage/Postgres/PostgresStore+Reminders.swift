@@ -113,7 +113,7 @@ extension PostgresStore {
                 )
             }
             let recorded = try await self.insert(fired, connection)
-            try await self.logLedgerChanges(connection, recorded)
+            try await self.apply(.deliveriesRecorded(recorded), connection)
             try await self.recordAssigned(recorded, connection)
             return recorded
         }

@@ -140,7 +140,7 @@ extension PostgresStore {
                     if let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
                 }
             }
-            try await self.logLedgerChanges(connection, recorded)
+            try await self.apply(.deliveriesRecorded(recorded), connection)
             tally.assigned(recorded)
             try await self.recordEngagement(tally, connection)
             return recorded

@@ -5,7 +5,7 @@ extension PostgresStore {
     public func createTenant(_ tenant: Tenant) async throws {
         try await write { [self] connection in
             try await self.insertTenant(tenant, connection)
-            try await self.logChange(connection, tenant: tenant.id, subject: .catalog)
+            try await self.apply(.tenantChanged(tenant.id), connection)
         }
     }
 
@@ -58,7 +58,7 @@ extension PostgresStore {
                 logger
             )
             guard changed == 1 else { throw EngineError(.unknownTenant, "unknown tenant \(tenant)") }
-            try await logChange(connection, tenant: tenant, subject: .catalog)
+            try await apply(.tenantChanged(tenant), connection)
         }
     }
 
@@ -188,7 +188,7 @@ extension PostgresStore {
                 logger
             )
             guard changed > 0 else { return false }
-            try await logChange(connection, tenant: tenant, subject: .credentials(username: username))
+            try await apply(.credentialsChanged(tenant: tenant, username: username), connection)
             return true
         }
     }
@@ -210,7 +210,7 @@ extension PostgresStore {
                     logger
                 )
             }
-            try await logChange(connection, tenant: tenant, subject: .credentials(username: username))
+            try await apply(.credentialsChanged(tenant: tenant, username: username), connection)
             return true
         }
     }
@@ -240,7 +240,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            try await logChange(connection, tenant: tenant, subject: .profile(user))
+            try await apply(.profileChanged(tenant: tenant, user: user), connection)
         }
     }
 
@@ -254,7 +254,7 @@ extension PostgresStore {
                 logger
             )
             guard changed > 0 else { throw EngineError(.notFound, "no such user") }
-            try await logChange(connection, tenant: tenant, subject: .profile(user))
+            try await apply(.profileChanged(tenant: tenant, user: user), connection)
         }
     }
 

@@ -118,7 +118,7 @@ extension PostgresStore {
                 """,
                 logger
             )
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.audited(audit), connection)
         }
     }
 
@@ -136,7 +136,7 @@ extension PostgresStore {
                 logger
             )
             guard changed == 1 else { return false }
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.audited(audit), connection)
             return true
         }
     }
@@ -149,7 +149,7 @@ extension PostgresStore {
                 logger
             )
             guard deleted == 1 else { return false }
-            try await self.insertAudit(audit, connection)
+            try await self.apply(.audited(audit), connection)
             return true
         }
     }
