@@ -132,6 +132,9 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
+                // The shared store test suite's fixture opens both stores.
+                "Engine",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

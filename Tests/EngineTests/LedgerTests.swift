@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Engine

@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import TestSupport
 import Testing
 
 /// An import's memory does not grow with its report: rows are listed up to a bound, the rest counted; an
