@@ -141,6 +141,22 @@ struct StoreDutiesTests {
         try await store.setImpulseRetired(tenant: f.acme, impulse: ImpulseID("two"), retired: true, audit: retireAudit)
         try await expect(Observed(.tenantChanged(f.acme, audit: retireAudit)), "an impulse retired")
 
+        let device = try f.device(carol)
+        _ = try await store.registerDevice(device)
+        try await expect(Observed(), "a device registered")
+        _ = try await store.unregisterDevice(tenant: f.acme, topic: device.topic, token: device.token, owner: carol.id)
+        try await expect(
+            Observed(
+                .devicesRemoved(
+                    tenant: f.acme,
+                    [(carol.id.rawValue, device.token.rawValue)],
+                    usernames: [:],
+                    reason: ""
+                )
+            ),
+            "a device unregistered"
+        )
+
         let eraseAudit = audit("user.delete", f.acme)
         _ = try await store.deleteUser(tenant: f.acme, user: carol.id, audit: eraseAudit)
         try await expect(

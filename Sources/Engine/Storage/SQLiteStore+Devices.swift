@@ -60,18 +60,7 @@ extension SQLiteStore {
                 arguments: [tenant.rawValue, topic, token.rawValue, owner.rawValue]
             )
             guard db.changesCount > 0 else { return false }
-            if try self.webhookSubscriptions(db).contains(tenant, .deviceRemoved) {
-                let username = try self.usernames([owner.rawValue], db)[owner.rawValue]
-                let event = WebhookEventRecord.deviceRemoved(
-                    tenant: tenant,
-                    user: owner,
-                    username: username,
-                    token: token.rawValue,
-                    reason: "unregistered",
-                    at: Date()
-                )
-                try self.apply(.events([event]), db)
-            }
+            try self.queueDevicesRemoved(tenant, [(owner.rawValue, token.rawValue)], "unregistered", db)
             return true
         }
     }
@@ -156,21 +145,7 @@ extension SQLiteStore {
                     return true
                 }
             }
-            if !removed.isEmpty, try self.webhookSubscriptions(db).contains(tenant, .deviceRemoved) {
-                let names = try self.usernames(Set(removed.map(\.user)), db)
-                let at = Date()
-                let events = removed.map {
-                    WebhookEventRecord.deviceRemoved(
-                        tenant: tenant,
-                        user: UserID($0.user),
-                        username: names[$0.user],
-                        token: $0.token,
-                        reason: "apns",
-                        at: at
-                    )
-                }
-                try self.apply(.events(events), db)
-            }
+            try self.queueDevicesRemoved(tenant, removed, "apns", db)
             return changed
         }
     }
@@ -214,5 +189,19 @@ extension SQLiteStore {
             registeredAt: Date(unixSeconds: row[6]),
             quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
         )
+    }
+}
+
+extension SQLiteStore {
+    /// Queues `device.removed` for the devices, if an endpoint of the tenant listens (as PostgreSQL's store does).
+    func queueDevicesRemoved(
+        _ tenant: TenantID,
+        _ removed: [(user: Int64, token: String)],
+        _ reason: String,
+        _ db: Database
+    ) throws {
+        guard !removed.isEmpty, try webhookSubscriptions(db).contains(tenant, .deviceRemoved) else { return }
+        let names = try usernames(Set(removed.map(\.user)), db)
+        try apply(.devicesRemoved(tenant: tenant, removed, usernames: names, reason: reason), db)
     }
 }

@@ -129,6 +129,29 @@ struct StoreDuties: Sendable {
         return duties
     }
 
+    /// Devices removed (`reason`: `unregistered` by the app or an admin, `apns` when APNs called the token dead):
+    /// `device.removed` for each, naming its user.
+    static func devicesRemoved(
+        tenant: TenantID,
+        _ removed: [(user: Int64, token: String)],
+        usernames: [Int64: String],
+        reason: String,
+        at now: Date = Date()
+    ) -> Self {
+        .events(
+            removed.map {
+                .deviceRemoved(
+                    tenant: tenant,
+                    user: UserID($0.user),
+                    username: usernames[$0.user],
+                    token: $0.token,
+                    reason: reason,
+                    at: now
+                )
+            }
+        )
+    }
+
     /// Events the write produced (a mark's, a removed device's), for the endpoints that listen.
     static func events(_ records: [WebhookEventRecord]) -> Self {
         var duties = Self()

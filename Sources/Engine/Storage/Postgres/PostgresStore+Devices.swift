@@ -107,18 +107,7 @@ extension PostgresStore {
             return
         }
         let names = try await usernames(Set(removed.map(\.user)), connection)
-        let at = Date()
-        let events = removed.map {
-            WebhookEventRecord.deviceRemoved(
-                tenant: tenant,
-                user: UserID($0.user),
-                username: names[$0.user],
-                token: $0.token,
-                reason: reason,
-                at: at
-            )
-        }
-        try await apply(.events(events), connection)
+        try await apply(.devicesRemoved(tenant: tenant, removed, usernames: names, reason: reason), connection)
     }
 
     static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"
