@@ -67,8 +67,10 @@ final class RunningBroker: @unchecked Sendable {
     static let controlToken = "test-control-token-0123456789"
     static let controlAuthorization = HTTP2Header("authorization", "Bearer \(controlToken)")
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = BrokerProcess.executable
+    /// `executable` is this build's `broker` unless a test runs another (the previous release's, `UpgradeTests`).
+    init(_ arguments: [String], environment: [String: String] = [:], executable: URL = BrokerProcess.executable) throws
+    {
+        process.executableURL = executable
         process.arguments = arguments
         process.environment = ["BROKER_BCRYPT_COST": "4", "BROKER_SIMULATOR_CONTROL_TOKEN": Self.controlToken]
             .merging(environment) { $1 }

@@ -100,11 +100,9 @@ enum Fixture {
     }
 }
 
-/// The store a test broker runs on: a SQLite file in its folder, or a new database on the PostgreSQL test cluster.
-enum TestDatabase: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite, postgres
-    var testDescription: String { rawValue }
-}
+/// The store a test broker runs on: a SQLite file in its folder, or a new database on the PostgreSQL test cluster
+/// (the same two kinds the shared store tests run on).
+typealias TestDatabase = StoreKind
 
 /// A broker running in-process on loopback ports, with an HTTP client that trusts its generated certificate.
 struct TestBroker: Sendable {
