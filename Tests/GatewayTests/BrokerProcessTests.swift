@@ -67,7 +67,7 @@ final class RunningBroker: @unchecked Sendable {
     static let controlToken = "test-control-token-0123456789"
     static let controlAuthorization = HTTP2Header("authorization", "Bearer \(controlToken)")
 
-    /// `executable` is this build's `broker` unless a test runs another (the previous release's, `UpgradeTests`).
+    /// `executable` is this build's `broker` unless a test runs another (the previous release's, `PreviousReleaseTests`).
     init(_ arguments: [String], environment: [String: String] = [:], executable: URL = BrokerProcess.executable) throws
     {
         process.executableURL = executable

@@ -1,98 +1,108 @@
-import Engine
 import Foundation
 import GRDB
+import Logging
 import TestSupport
 import Testing
 
-/// A rolling upgrade's premise: the previous release's nodes keep working on this release's schema while the new
-/// nodes start. The previous release's `broker serve` (built by `scripts/previous-release` from the commit in
-/// `scripts/previous-release.commit`, which `scripts/test` runs first) is started on a store this release created
-/// and migrated, and must dispatch the day: every user pushed once, the schema left as it was.
-@Suite("Upgrades: the previous release on this release's schema", .timeLimit(.minutes(6)))
+@testable import Engine
+
+/// Upgrades through the real commands: nodes and admin commands refuse a store that lacks migrations and say what
+/// to run; `broker migrate --check` lists them with their cost and changes nothing; `broker migrate` applies them.
+@Suite("Upgrades through broker migrate", .timeLimit(.minutes(3)))
 struct UpgradeTests {
-    static let users = 300
-
-    /// `.build/previous-release/broker`, beside the test bundle's build folder.
-    static var previousRelease: URL {
-        get throws {
-            let url = BrokerProcess.executable.deletingLastPathComponent()
-                .appendingPathComponent("../../previous-release/broker").standardizedFileURL
-            guard FileManager.default.isExecutableFile(atPath: url.path) else {
-                throw UpgradeTestError(
-                    "no previous release at \(url.path): ./scripts/previous-release builds it (scripts/test runs it)"
-                )
-            }
-            return url
-        }
-    }
-
-    struct UpgradeTestError: Error, CustomStringConvertible {
-        var description: String
-        init(_ description: String) { self.description = description }
-    }
-
-    @Test("The previous release's node dispatches a day on this release's schema", arguments: TestDatabase.allCases)
-    func previousReleaseDispatches(_ database: TestDatabase) async throws {
-        try await HeavyTestGate.shared.run { try await self.dispatch(database) }
-    }
-
-    private func dispatch(_ database: TestDatabase) async throws {
-        let previous = try Self.previousRelease
+    @Test("SQLite: serve and admin commands refuse an older schema; migrate --check lists it; migrate applies it")
+    func sqlite() async throws {
         let data = TestBroker.temporaryDirectory()
-        let simulator = try await SimulatorUnderTest.start(data: data)
-        defer { simulator.terminate() }
-
-        // This release creates the store: its whole schema, then the users, all due this minute.
-        let store: any BrokerStore
-        var setting = ""
-        switch database {
-        case .sqlite:
-            try FileManager.default.createDirectory(atPath: data + "/node", withIntermediateDirectories: true)
-            store = try await SQLiteStore(
-                configuration: .init(path: data + "/node/broker.sqlite"),
-                logger: TestBroker.logger
-            )
-        case .postgres:
-            let url = try await PostgresTestDatabases.make() + "?sslmode=disable"
-            store = try await PostgresStore(
-                configuration: try PostgresStoreConfiguration(url: url),
-                logger: TestBroker.logger
-            )
-            setting = #""database": "\#(url)&pool=4","#
-        }
-        let tokens = try await CrashRecoveryTests.seed(store, users: Self.users)
-        let schema = try await Self.schema(store, data: data)
-        #expect(!schema.isEmpty)
-        let config = """
-            {"dataDirectory": "\(data)/node", \(setting) "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0",
-             "logLevel": "warning", "spreadSeconds": 0, "apns": \(simulator.apnsConfiguration)}
-            """
-        try config.write(toFile: data + "/node.json", atomically: true, encoding: .utf8)
-
-        let node = try RunningBroker(["serve", "--config", data + "/node.json"], executable: previous)
-        defer { node.terminate() }
-        let acme = try TenantID("acme")
-        let pushed = try await eventually(seconds: 180) {
-            guard try await simulator.acceptedPushes().count >= Self.users else { return false }
-            return try await store.unsettledDeliveries(assignedAfter: .distantPast, after: nil, limit: 1).isEmpty
-        }
-        #expect(pushed, "\(node.output.suffix(3000))")
-        #expect(await node.stop() == 0, "a graceful stop: \(node.output.suffix(2000))")
-
-        // One delivery and one push per user, to their device; the previous release changed no schema.
-        let deliveries = try await store.deliveryCounts(tenant: acme)
-        #expect(deliveries.count == Self.users && deliveries.values.allSatisfy { $0 == 1 })
-        let pushes = try await simulator.acceptedPushes()
-        #expect(Set(pushes.compactMap { $0["collapseID"] as? String }).count == Self.users)
-        #expect(Set(pushes.compactMap { $0["token"] as? String }) == Set(tokens.values))
-        #expect(try await Self.schema(store, data: data) == schema)
-        await (store as? PostgresStore)?.close()
+        try SQLiteStore.migrator.migrate(try DatabaseQueue(path: data + "/broker.sqlite"), upTo: "v14-webhooks")
+        let refused = try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data)
+        #expect(refused.status != 0)
+        // The migrations shipped after v14, whatever later releases add.
+        let later = Array(SQLiteStore.migrator.migrations.drop { $0 != "v14-webhooks" }.dropFirst())
+        #expect(later.starts(with: ["v15-console-sessions", "v16-provider-tokens"]))
+        #expect(refused.error.contains(later.joined(separator: ", ")), "\(refused.error)")
+        #expect(refused.error.contains("broker migrate"))
+        let serve = try await BrokerProcess.run(["serve", "--listen", "127.0.0.1:0"], dataDirectory: data)
+        #expect(serve.status != 0 && serve.error.contains("broker migrate"), "\(serve.error)")
+        let check = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
+        #expect(check.status == 2, "\(check.error)")
+        #expect(check.output.contains("\(later.count) pending migrations:"), "\(check.output)")
+        #expect(check.output.contains("v16-provider-tokens: schema only, no rows to touch"))
+        // The check changed nothing.
+        #expect(try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data).status == 2)
+        let applied = try await BrokerProcess.run(["migrate"], dataDirectory: data)
+        #expect(
+            applied.status == 0 && applied.output.contains("applied \(later.count) in"),
+            "\(applied.output) \(applied.error)"
+        )
+        let current = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data)
+        #expect(current.status == 0 && current.output.contains("up to date (latest migration: \(later.last!))"))
+        #expect(try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data).status == 0)
     }
 
-    /// The migrations the store records as applied.
-    static func schema(_ store: any BrokerStore, data: String) async throws -> [String] {
-        if let postgres = store as? PostgresStore { return try await postgres.schemaVersions().map(String.init) }
-        let file = try DatabaseQueue(path: data + "/node/broker.sqlite")
-        return try await file.read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations") }
+    @Test("An admin command told to migrate (--migrate, BROKER_MIGRATE=on) applies the migrations and goes on")
+    func toldTo() async throws {
+        let data = TestBroker.temporaryDirectory()
+        try SQLiteStore.migrator.migrate(try DatabaseQueue(path: data + "/broker.sqlite"), upTo: "v15-console-sessions")
+        let flag = try await BrokerProcess.run(["tenant", "create", "acme", "--migrate"], dataDirectory: data)
+        #expect(flag.status == 0, "\(flag.error)")
+        let other = TestBroker.temporaryDirectory()
+        try SQLiteStore.migrator.migrate(
+            try DatabaseQueue(path: other + "/broker.sqlite"),
+            upTo: "v15-console-sessions"
+        )
+        let environment = try await BrokerProcess.run(
+            ["tenant", "create", "acme"],
+            dataDirectory: other,
+            environment: ["BROKER_MIGRATE": "on"]
+        )
+        #expect(environment.status == 0, "\(environment.error)")
+        let bad = try await BrokerProcess.run(
+            ["tenant", "list"],
+            dataDirectory: other,
+            environment: ["BROKER_MIGRATE": "yes"]
+        )
+        #expect(bad.status != 0 && bad.error.contains("BROKER_MIGRATE must be on or off"), "\(bad.error)")
+    }
+
+    @Test("PostgreSQL: a node refuses an older schema; migrate --check and migrate work on the shared database")
+    func postgres() async throws {
+        let url = try await PostgresTestDatabases.make() + "?sslmode=disable"
+        var configuration = try PostgresStoreConfiguration(url: url)
+        configuration.migrations = .leave
+        let old = try await PostgresStore(configuration: configuration, logger: Logger(label: "upgrade-tests"))
+        try await old.migrate(upTo: 15)
+        let environment = ["BROKER_DATABASE": url]
+        let data = TestBroker.temporaryDirectory()
+        // A migration that cannot finish (another session holds the migrations' lock) ends at the deadline.
+        let stuck = try await old.withConnection(operation: "write", deadline: .seconds(60)) { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(PostgresStore.migrationLock))", logger: old.logger)
+            let stuck = try await BrokerProcess.run(
+                ["migrate", "--deadline-seconds", "1"],
+                dataDirectory: data,
+                environment: environment
+            )
+            try await connection.query("SELECT pg_advisory_unlock(\(PostgresStore.migrationLock))", logger: old.logger)
+            return stuck
+        }
+        #expect(stuck.status == 3 && stuck.error.contains("did not finish within 1"), "\(stuck.error)")
+        await old.close()
+        let serve = try await BrokerProcess.run(
+            ["serve", "--listen", "127.0.0.1:0"],
+            dataDirectory: data,
+            environment: environment
+        )
+        #expect(serve.status != 0 && serve.error.contains("(16 usernames-without-case)"), "\(serve.error)")
+        let check = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data, environment: environment)
+        #expect(
+            check.status == 2 && check.output.contains("1 pending migration:\n  16 usernames-without-case:"),
+            "\(check.output)"
+        )
+        let applied = try await BrokerProcess.run(["migrate"], dataDirectory: data, environment: environment)
+        #expect(applied.status == 0 && applied.output.contains("applied 1 in"), "\(applied.output) \(applied.error)")
+        #expect(
+            try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data, environment: environment)
+                .status
+                == 0
+        )
     }
 }
