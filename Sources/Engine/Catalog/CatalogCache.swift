@@ -101,7 +101,9 @@ public final class CatalogCache: Sendable {
             }
             state.statistics.reads += 1
             state.nextToken &+= 1
-            let load = Load(token: state.nextToken, task: Task { try await self.read(id) })
+            // Detached: the read serves every waiter, so it must not run on the first one's executor (an HTTP/2
+            // request prefers its connection's event loop, which a busy connection can hold up for all of them).
+            let load = Load(token: state.nextToken, task: Task.detached { try await self.read(id) })
             state.loads[id] = load
             return (nil, load)
         }

@@ -9,8 +9,8 @@ extension SQLiteStore {
             for new in deliveries {
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
-            try self.apply(.deliveriesRecorded(recorded), db)
             try self.recordAssigned(recorded, db)
+            try self.apply(.deliveriesRecorded(recorded), db)
             return recorded
         }
     }

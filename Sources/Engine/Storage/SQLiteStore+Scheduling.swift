@@ -163,9 +163,9 @@ extension SQLiteStore {
                     if db.changesCount > 0, let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
                 }
             }
-            try self.apply(.deliveriesRecorded(recorded), db)
             tally.assigned(recorded)
             try self.recordEngagement(tally, db)
+            try self.apply(.deliveriesRecorded(recorded), db)
             return recorded
         }
     }
@@ -347,8 +347,8 @@ extension SQLiteStore {
                 )
                 if let delivery = try self.insert(new, with: insert, db) { recorded.append(delivery) }
             }
-            try self.apply(.deliveriesRecorded(recorded), db)
             try self.recordAssigned(recorded, db)
+            try self.apply(.deliveriesRecorded(recorded), db)
             return recorded
         }
     }

@@ -6,8 +6,8 @@ extension PostgresStore {
         guard !deliveries.isEmpty else { return [] }
         return try await write { [self] connection in
             let recorded = try await self.insert(deliveries, connection)
-            try await self.apply(.deliveriesRecorded(recorded), connection)
             try await self.recordAssigned(recorded, connection)
+            try await self.apply(.deliveriesRecorded(recorded), connection)
             return recorded
         }
     }

@@ -113,8 +113,8 @@ extension PostgresStore {
                 )
             }
             let recorded = try await self.insert(fired, connection)
-            try await self.apply(.deliveriesRecorded(recorded), connection)
             try await self.recordAssigned(recorded, connection)
+            try await self.apply(.deliveriesRecorded(recorded), connection)
             return recorded
         }
     }

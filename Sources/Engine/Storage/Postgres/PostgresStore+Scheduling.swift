@@ -140,9 +140,10 @@ extension PostgresStore {
                     if let day = update.tally { tally.dispatched(day, tenant: update.tenant) }
                 }
             }
-            try await self.apply(.deliveriesRecorded(recorded), connection)
             tally.assigned(recorded)
             try await self.recordEngagement(tally, connection)
+            // Last, as every write takes it (StoreDuties): the report rows above, then the change feed's lock.
+            try await self.apply(.deliveriesRecorded(recorded), connection)
             return recorded
         }
         heldClaims.withLock { $0.released(updates.map(\.user.rawValue)) }
