@@ -74,6 +74,7 @@ struct ConfigFile: Decodable {
     var loginAddressLimit: Int?
     var loginAddressLeakSeconds: Int?
     var trustedProxies: [String]?
+    var proxyProtocol: Bool?
     var maxRequestsInFlight: Int?
     var maxRequestsInFlightPerTenant: Int?
     var webhookPrivateAddresses: Bool?
@@ -113,6 +114,7 @@ struct BrokerSettings {
     var loginAddressLimit: Int
     var loginAddressLeakSeconds: Int
     var trustedProxies: [NetworkRange]
+    var proxyProtocol: Bool
     var admission: AdmissionLimits
     var operatorToken: String?
     var webhooks: WebhookConfiguration
@@ -215,6 +217,17 @@ struct BrokerSettings {
                 throw ValidationError("trustedProxies: '\(text)' is not an address or a CIDR range")
             }
             return range
+        }
+        let proxyFlag = environment["BROKER_PROXY_PROTOCOL"].flatMap { $0.isEmpty ? nil : $0 }
+        guard proxyFlag == nil || ["on", "off"].contains(proxyFlag) else {
+            throw ValidationError("BROKER_PROXY_PROTOCOL must be on or off")
+        }
+        proxyProtocol = proxyFlag.map { $0 == "on" } ?? file.proxyProtocol ?? false
+        if proxyProtocol, trustedProxies.isEmpty {
+            throw ValidationError(
+                "proxyProtocol needs trustedProxies: the addresses of the load balancers that send the header (from"
+                    + " anyone else it would let a client name any address)"
+            )
         }
         let nodeRequests = try number(
             "BROKER_MAX_REQUESTS_IN_FLIGHT",
@@ -382,6 +395,7 @@ struct BrokerSettings {
         configuration.credentialKey = credentialKey
         configuration.webhooks = webhooks
         configuration.rest.trustedProxies = trustedProxies
+        configuration.rest.proxyProtocol = proxyProtocol
         configuration.rest.loginAddressLimit = loginAddressLimit
         configuration.rest.loginAddressLeak = .seconds(loginAddressLeakSeconds)
         return configuration

@@ -59,12 +59,14 @@ final class RawHTTP2Client: Sendable {
 
     /// Connects over TLS; with `preface`, sends the client preface and an empty SETTINGS frame.
     /// `from` picks the loopback address the connection comes from (127.0.0.2: another client than the tests').
+    /// `proxyHeader` is written first, in the clear, as a load balancer writes its PROXY protocol header.
     static func connect(
         port: Int,
         preface: Bool = true,
         tls: Bool = true,
         from source: String? = nil,
-        alpn: [String] = ["h2"]
+        alpn: [String] = ["h2"],
+        proxyHeader: [UInt8]? = nil
     ) async throws -> RawHTTP2Client {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = .none
@@ -77,7 +79,7 @@ final class RawHTTP2Client: Sendable {
             try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if tls {
+                    if tls && proxyHeader == nil {
                         try channel.pipeline.syncOperations.addHandler(
                             try NIOSSLClientHandler(context: context, serverHostname: nil)
                         )
@@ -86,6 +88,17 @@ final class RawHTTP2Client: Sendable {
                 }
             }
             .connect(host: "127.0.0.1", port: port).get()
+        if let proxyHeader {
+            try await channel.writeAndFlush(ByteBuffer(bytes: proxyHeader))
+            if tls {
+                try await channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: context, serverHostname: nil),
+                        position: .first
+                    )
+                }.get()
+            }
+        }
         let client = RawHTTP2Client(channel: channel, collector: collector)
         if preface {
             try await client.send(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Self.settings([]))

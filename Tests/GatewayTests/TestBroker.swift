@@ -149,6 +149,8 @@ struct TestBroker: Sendable {
         admission: AdmissionLimits = AdmissionLimits(),
         webhooks: WebhookConfiguration = WebhookConfiguration(),
         trustedProxies: [NetworkRange] = [],
+        proxyProtocol: Bool = false,
+        connectionLimits: ConnectionLimits = ConnectionLimits(),
         loginAddressLimit: Int? = nil,
         loginAddressLeak: Duration? = nil,
         _ body: @Sendable (TestBroker) async throws -> Void
@@ -199,6 +201,8 @@ struct TestBroker: Sendable {
         configuration.apns = apns
         configuration.webhooks = webhooks
         configuration.rest.trustedProxies = trustedProxies
+        configuration.rest.proxyProtocol = proxyProtocol
+        configuration.connectionLimits = connectionLimits
         if let loginAddressLimit { configuration.rest.loginAddressLimit = loginAddressLimit }
         if let loginAddressLeak { configuration.rest.loginAddressLeak = loginAddressLeak }
         configuration.credentialKey = credentialKey
@@ -266,9 +270,11 @@ struct TestBroker: Sendable {
         bytes: [UInt8]? = nil,
         plain: Bool = false,
         // A deadline for a machine the whole suite loads, not a requirement on the broker's speed.
-        timeout: TimeAmount = .seconds(60)
+        timeout: TimeAmount = .seconds(60),
+        // Another port in front of the HTTPS listener (a load balancer's).
+        via port: Int? = nil
     ) async throws -> Reply {
-        let base = plain ? "http://127.0.0.1:\(plainPort ?? 0)" : "https://127.0.0.1:\(httpsPort)"
+        let base = plain ? "http://127.0.0.1:\(plainPort ?? 0)" : "https://127.0.0.1:\(port ?? httpsPort)"
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         if let user {

@@ -231,7 +231,9 @@ public func buildApplication(
             streamedBodySize: configuration.rest.maxUploadSize,
             maxHeaderListSize: configuration.maxHeaderListSize,
             connectionLimits: configuration.connectionLimits,
-            admission: api.admission
+            admission: api.admission,
+            trustedProxies: configuration.rest.trustedProxies,
+            proxyProtocol: configuration.rest.proxyProtocol
         )
     }
     let https = Application(

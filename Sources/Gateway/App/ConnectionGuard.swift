@@ -75,6 +75,22 @@ final class ConnectionCounter: Sendable {
         }
     }
 
+    /// Counts a connection already admitted (without an address: a trusted proxy's) under its client's address
+    /// from its PROXY header, or refuses it.
+    func admitAddress(_ address: String) -> (admitted: Bool, warn: Bool) {
+        state.withLock { state in
+            guard state.perAddress[address, default: 0] < limits.maxConnectionsPerAddress else {
+                state.refused += 1
+                let now = ContinuousClock.now
+                let warn = state.lastWarning.map { $0.duration(to: now) >= .seconds(60) } ?? true
+                if warn { state.lastWarning = now }
+                return (false, warn)
+            }
+            state.perAddress[address, default: 0] += 1
+            return (true, false)
+        }
+    }
+
     func release(_ address: String?) {
         state.withLock { state in
             state.total -= 1
@@ -85,11 +101,14 @@ final class ConnectionCounter: Sendable {
 }
 
 /// Sits right behind the TLS handler of an accepted connection: refuses the connection when its listener or its
-/// address has no room, and closes it when its TLS handshake, or the first bytes after it, do not come in time.
+/// address has no room, and closes it when its TLS handshake (and a PROXY header before it), or the first bytes
+/// after it, do not come in time. A trusted proxy's connections carry many clients: they are not counted under the
+/// proxy's address, only under the client's a PROXY header names.
 final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
     private let counter: ConnectionCounter
+    private let trustedProxies: [NetworkRange]
     private let logger: Logger
     private var address: String?
     private var counted = false
@@ -97,8 +116,9 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     private var handshakeTimer: Scheduled<Void>?
     private var firstRequestTimer: Scheduled<Void>?
 
-    init(counter: ConnectionCounter, logger: Logger) {
+    init(counter: ConnectionCounter, trustedProxies: [NetworkRange] = [], logger: Logger) {
         self.counter = counter
+        self.trustedProxies = trustedProxies
         self.logger = logger
     }
 
@@ -114,19 +134,14 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     private func start(_ context: ChannelHandlerContext) {
         guard !started else { return }
         started = true
-        address = context.channel.remoteAddress.flatMap(ClientAddress.key)
+        let peer = context.channel.remoteAddress
+        let trusted = peer?.ipAddress.flatMap { NetworkAddress(literal: $0) }.map { address in
+            trustedProxies.contains { $0.contains(address) }
+        }
+        address = trusted == true ? nil : peer.flatMap(ClientAddress.key)
         let (admitted, warn) = counter.admit(address)
         guard admitted else {
-            if warn {
-                logger.warning(
-                    "refusing connections: the listener or one client address has no room",
-                    metadata: [
-                        "listener": "\(counter.name)", "connections.open": "\(counter.open)",
-                        "connections.refused": "\(counter.refused)",
-                    ]
-                )
-            }
-            context.close(promise: nil)
+            refuse(context, warn: warn)
             return
         }
         counted = true
@@ -140,7 +155,31 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    private func refuse(_ context: ChannelHandlerContext, warn: Bool) {
+        if warn {
+            logger.warning(
+                "refusing connections: the listener or one client address has no room",
+                metadata: [
+                    "listener": "\(counter.name)", "connections.open": "\(counter.open)",
+                    "connections.refused": "\(counter.refused)",
+                ]
+            )
+        }
+        context.close(promise: nil)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let proxied = event as? ProxiedClient {
+            // Counted without an address so far (a trusted proxy's connection): now under its client's.
+            guard counted, address == nil, let key = ClientAddress.key(proxied.address) else { return }
+            let (admitted, warn) = counter.admitAddress(key)
+            guard admitted else {
+                refuse(context, warn: warn)
+                return
+            }
+            address = key
+            return
+        }
         if case .handshakeCompleted = event as? TLSUserEvent {
             handshakeTimer?.cancel()
             handshakeTimer = nil

@@ -2,7 +2,7 @@ import Hummingbird
 import NIOCore
 
 /// The REST API's request context: Hummingbird's basic one plus the client's address (for throttling failed
-/// logins per address).
+/// logins per address): the connection's peer, or the client its PROXY protocol header named.
 public struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
@@ -20,7 +20,7 @@ public struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext 
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
+        remoteAddress = ProxiedPeers.shared.address(of: source.channel)
         eventLoop = source.channel.eventLoop
         channel = source.channel
     }

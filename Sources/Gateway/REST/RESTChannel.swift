@@ -1,3 +1,4 @@
+import Engine
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -46,6 +47,10 @@ struct RESTChannel: ServerChildChannel {
     /// Requests in progress (node-wide); HTTP/2 requests are admitted or refused here, before they become tasks,
     /// and its governor lowers every connection's stream limit while it is full.
     let admission: AdmissionControl?
+    /// Load balancers: exempt from the per-address connection limit, and, with `proxyProtocol`, the peers whose
+    /// PROXY header names the client.
+    let trustedProxies: [NetworkRange]
+    let proxyProtocol: Bool
 
     init(
         tls: ServerTLS,
@@ -59,7 +64,9 @@ struct RESTChannel: ServerChildChannel {
         streamedBodySize: Int = 64 << 20,
         maxHeaderListSize: Int = 16 * 1024,
         connectionLimits: ConnectionLimits = ConnectionLimits(),
-        admission: AdmissionControl? = nil
+        admission: AdmissionControl? = nil,
+        trustedProxies: [NetworkRange] = [],
+        proxyProtocol: Bool = false
     ) throws {
         self.tls = tls
         self.http1 = http1
@@ -73,12 +80,21 @@ struct RESTChannel: ServerChildChannel {
         self.maxHeaderListSize = maxHeaderListSize
         self.connections = ConnectionCounter(limits: connectionLimits, name: "https")
         self.admission = admission
+        self.trustedProxies = trustedProxies
+        self.proxyProtocol = proxyProtocol
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            if proxyProtocol {
+                try channel.pipeline.syncOperations.addHandler(
+                    ProxyProtocolHandler(trustedProxies: trustedProxies, logger: logger)
+                )
+            }
             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
-            try channel.pipeline.syncOperations.addHandler(ConnectionGuard(counter: connections, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(
+                ConnectionGuard(counter: connections, trustedProxies: trustedProxies, logger: logger)
+            )
             let negotiation = NIOTypedApplicationProtocolNegotiationHandler<Negotiated> { result, channel in
                 switch result {
                 case .negotiated("h2"):

@@ -34,6 +34,9 @@ public struct RESTConfiguration: Sendable {
     var loginThrottle = LoginThrottle.Policy()
     /// Proxies (a load balancer, an ingress) whose `X-Forwarded-For` names the client for login throttling.
     public var trustedProxies: [NetworkRange] = []
+    /// The HTTPS listener reads a PROXY protocol header (versions 1 and 2) on connections from `trustedProxies`:
+    /// an L4 balancer that passes TLS through cannot add `X-Forwarded-For`.
+    public var proxyProtocol = false
     /// Failed logins one client address may make before it is refused (429), and how fast that allowance comes
     /// back: one attempt every `loginAddressLeak`. A user who logged in from the address in the last day is not
     /// refused for other people's failures there.
