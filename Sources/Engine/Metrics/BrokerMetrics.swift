@@ -45,8 +45,8 @@ public struct BrokerMetrics: Sendable {
     public static let tenantLabelLimit = 100
 
     /// APNs reasons kept as labels (the documented ones); anything else is `other`.
-    static let knownReasons: Set<String> = PushOutcomePolicy.permanentBadRequests
-        .union(PushOutcomePolicy.tenantConfigurationErrors)
+    static let knownReasons: Set<String> = PushOutcome.permanentBadRequests
+        .union(PushOutcome.tenantConfigurationErrors)
         .union([
             "BadDeviceToken", "DeviceTokenNotForTopic", "IdleTimeout", "ExpiredProviderToken", "UnrelatedKeyIdInToken",
             "BadPath", "MethodNotAllowed", "Unregistered", "ExpiredToken", "PayloadTooLarge",

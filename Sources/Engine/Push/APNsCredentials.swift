@@ -156,7 +156,7 @@ public struct APNsCredentialSelection: Sendable, Equatable {
     public static func verdict(on result: PushResult) -> Verdict? {
         switch result {
         case .accepted: return .proven
-        case .rejected(403, let reason, _) where PushOutcomePolicy.tenantConfigurationErrors.contains(reason):
+        case .rejected(403, let reason, _) where PushOutcome.tenantConfigurationErrors.contains(reason):
             return .refused(reason: reason)
         case .rejected(400, "TopicDisallowed", _):
             return .refused(reason: "TopicDisallowed")

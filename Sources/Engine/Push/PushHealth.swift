@@ -37,14 +37,18 @@ public struct PushHealth: Sendable, Equatable {
         self.window = window
     }
 
-    /// Whether an answer counts against the node (nil: it says nothing either way).
-    public static func failing(_ result: PushResult) -> Bool? {
-        switch result {
+    /// Whether an answer counts against the node (nil: it says nothing either way): the channel taking pushes
+    /// clears it; not reaching it, being told to wait and a refused credential count against it; answers about
+    /// one device or one payload say nothing of the node.
+    public static func failing(_ outcome: PushOutcome) -> Bool? {
+        switch outcome {
         case .accepted: false
-        case .transportFailure: true
-        case .rejected(let status, _, _): status == 429 || status == 403 || status >= 500 ? true : nil
+        case .connectionFailure, .retry, .credentialExpired, .credentialRefused: true
+        case .deviceGone, .deviceInvalid, .deviceNotForApp, .payloadRefused: nil
         }
     }
+
+    public static func failing(_ result: PushResult) -> Bool? { failing(.apns(result)) }
 
     public mutating func observe(_ result: PushResult, at now: Date) {
         switch Self.failing(result) {

@@ -57,7 +57,101 @@ public enum PushAction: Sendable, Equatable {
     }
 }
 
-/// Maps every APNs outcome to what the broker does (the table in `shared/docs/apns.md`).
+/// What one push's answer means, whatever the channel: every transport maps its answers into this (APNs below in
+/// `PushOutcome.apns`, FCM in `PushOutcome.fcm`), and `PushOutcomePolicy` decides on it alone.
+public enum PushOutcome: Sendable, Equatable {
+    /// The channel took the push.
+    case accepted
+    /// Not now: send again later (`floor`: not before, as the channel asked), on a new connection when
+    /// `newConnection`.
+    case retry(newConnection: Bool, floor: Duration = .zero)
+    /// No answer (deadline, reset, closed or refused connection); `resendable` when the channel provably did not
+    /// process the push, so a resend cannot show twice.
+    case connectionFailure(resendable: Bool)
+    /// The device is gone for this app. `evidence`: when the channel learned it; a device registered after that is
+    /// a new registration and stays. Without evidence the device stays (APNs' 410 without a timestamp).
+    case deviceGone(evidence: Date?)
+    /// The device's identity is malformed or for another environment: no pushes to it until it registers again.
+    case deviceInvalid
+    /// The device belongs to another app (APNs' topic, FCM's sender): remove it for this one.
+    case deviceNotForApp
+    /// The push itself can never go through as it is; `alert`: it signals a bug or a misconfiguration.
+    case payloadRefused(alert: Bool)
+    /// The credential's session token expired: make a fresh one and send again.
+    case credentialExpired
+    /// The tenant's credential (or its app identity) is refused: stop the tenant's pushes and say why. Never a
+    /// verdict on a device.
+    case credentialRefused(reason: String)
+}
+
+extension PushOutcome {
+    static let permanentBadRequests: Set<String> = [
+        "BadCollapseId", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic", "DuplicateHeaders",
+        "InvalidPushType", "MissingDeviceToken", "MissingTopic", "PayloadEmpty", "TopicDisallowed",
+    ]
+    static let tenantConfigurationErrors: Set<String> = [
+        "BadCertificate", "BadCertificateEnvironment", "Forbidden", "InvalidProviderToken", "MissingProviderToken",
+        "BadEnvironmentKeyInToken",
+    ]
+
+    /// APNs' answers (the table in `shared/docs/apns.md`).
+    public static func apns(_ result: PushResult) -> PushOutcome {
+        switch result {
+        case .accepted:
+            return .accepted
+        case .transportFailure(_, let resendable):
+            return .connectionFailure(resendable: resendable)
+        case .rejected(let status, let reason, let timestamp):
+            switch (status, reason) {
+            case (400, "BadDeviceToken"): return .deviceInvalid
+            case (400, "DeviceTokenNotForTopic"): return .deviceNotForApp
+            case (400, "IdleTimeout"): return .retry(newConnection: true)
+            case (400, let reason) where permanentBadRequests.contains(reason): return .payloadRefused(alert: true)
+            case (403, "ExpiredProviderToken"): return .credentialExpired
+            case (403, "UnrelatedKeyIdInToken"): return .retry(newConnection: true)
+            case (403, let reason) where tenantConfigurationErrors.contains(reason):
+                return .credentialRefused(reason: reason)
+            case (404, _), (405, _), (413, _): return .payloadRefused(alert: true)
+            case (410, _): return .deviceGone(evidence: timestamp)
+            case (429, "TooManyProviderTokenUpdates"): return .retry(newConnection: false, floor: .seconds(60))
+            case (429, _), (500, _): return .retry(newConnection: false)
+            case (503, "Shutdown"): return .retry(newConnection: true)
+            case (503, _): return .retry(newConnection: false)
+            case (400..<500, _): return .payloadRefused(alert: true)
+            default: return .retry(newConnection: true)
+            }
+        }
+    }
+
+    /// FCM HTTP v1's answers: the HTTP status, the error's `details[].errorCode` (its `status` when it names
+    /// none), whether an INVALID_ARGUMENT is about the message's token (`fieldViolations` naming `message.token`),
+    /// `Retry-After`, and when the answer came: FCM gives no time of its own, so an UNREGISTERED is evidence from
+    /// that moment. Only UNREGISTERED and a token's INVALID_ARGUMENT judge a device; SENDER_ID_MISMATCH, 401 and
+    /// 403 are the credential's failures (the client refreshes its access token once on a 401 before it answers).
+    public static func fcm(
+        status: Int,
+        errorCode: String?,
+        aboutToken: Bool = false,
+        retryAfter: Duration? = nil,
+        answeredAt: Date
+    ) -> PushOutcome {
+        let floor = retryAfter ?? .zero
+        switch (status, errorCode) {
+        case (200, _): return .accepted
+        case (_, "UNREGISTERED"): return .deviceGone(evidence: answeredAt)
+        case (_, "SENDER_ID_MISMATCH"), (_, "THIRD_PARTY_AUTH_ERROR"): return .credentialRefused(reason: errorCode!)
+        case (401, _): return .credentialRefused(reason: errorCode ?? "UNAUTHENTICATED")
+        case (403, _): return .credentialRefused(reason: errorCode ?? "PERMISSION_DENIED")
+        case (_, "INVALID_ARGUMENT"): return aboutToken ? .deviceInvalid : .payloadRefused(alert: true)
+        case (_, "QUOTA_EXCEEDED"), (429, _), (_, "UNAVAILABLE"), (503, _), (_, "INTERNAL"), (500, _):
+            return .retry(newConnection: false, floor: floor)
+        case (400..<500, _): return .payloadRefused(alert: true)
+        default: return .retry(newConnection: true, floor: floor)
+        }
+    }
+}
+
+/// Maps every push outcome, whatever its channel, to what the broker does.
 public struct PushOutcomePolicy: Sendable {
     /// Retries before a retryable push is given up (counted by the caller).
     public var maximumAttempts: Int
@@ -74,59 +168,36 @@ public struct PushOutcomePolicy: Sendable {
         self.maximumBackoff = maximumBackoff
     }
 
-    static let permanentBadRequests: Set<String> = [
-        "BadCollapseId", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic", "DuplicateHeaders",
-        "InvalidPushType", "MissingDeviceToken", "MissingTopic", "PayloadEmpty", "TopicDisallowed",
-    ]
-    static let tenantConfigurationErrors: Set<String> = [
-        "BadCertificate", "BadCertificateEnvironment", "Forbidden", "InvalidProviderToken", "MissingProviderToken",
-        "BadEnvironmentKeyInToken",
-    ]
-
-    /// The action for a result on the `attempt`-th try (1-based). `jitter` in 0...1 spreads retries.
+    /// The action for an APNs result on the `attempt`-th try (1-based). `jitter` in 0...1 spreads retries.
     public func action(for result: PushResult, attempt: Int, jitter: Double = 0.5) -> PushAction {
-        switch result {
+        action(for: .apns(result), attempt: attempt, jitter: jitter)
+    }
+
+    /// The action for an outcome on the `attempt`-th try (1-based). `jitter` in 0...1 spreads retries.
+    public func action(for outcome: PushOutcome, attempt: Int, jitter: Double = 0.5) -> PushAction {
+        switch outcome {
         case .accepted:
             return .delivered
-        case .transportFailure(_, let resendable):
-            // A resend of a push APNs may have processed can show twice; the collapse id makes it replace
+        case .connectionFailure(let resendable):
+            // A resend of a push the channel may have processed can show twice; the collapse id makes it replace
             // the first on the device, so retrying is still right, but it counts against the attempts.
             return retryOrDrop(attempt: resendable ? max(1, attempt - 1) : attempt, jitter: jitter, newConnection: true)
-        case .rejected(let status, let reason, let timestamp):
-            switch (status, reason) {
-            case (400, "BadDeviceToken"):
-                return .quarantineToken
-            case (400, "DeviceTokenNotForTopic"):
-                return .removeTokenForTopic
-            case (400, "IdleTimeout"):
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: true)
-            case (400, let reason) where Self.permanentBadRequests.contains(reason):
-                return .drop(alert: true)
-            case (403, "ExpiredProviderToken"):
-                return attempt < maximumAttempts ? .renewProviderTokenAndRetry : .drop(alert: true)
-            case (403, "UnrelatedKeyIdInToken"):
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: true)
-            case (403, let reason) where Self.tenantConfigurationErrors.contains(reason):
-                return .stopTenant(reason: reason)
-            case (404, _), (405, _), (413, _):
-                return .drop(alert: true)
-            case (410, _):
-                // Without a timestamp the token cannot be proven older than APNs' verdict: keep it.
-                guard let timestamp else { return .drop(alert: false) }
-                return .removeTokenIfRegisteredBefore(since: timestamp)
-            case (429, "TooManyProviderTokenUpdates"):
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: false, floor: .seconds(60))
-            case (429, _), (500, _):
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: false)
-            case (503, "Shutdown"):
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: true)
-            case (503, _):
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: false)
-            case (400..<500, _):
-                return .drop(alert: true)
-            default:
-                return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: true)
-            }
+        case .retry(let newConnection, let floor):
+            return retryOrDrop(attempt: attempt, jitter: jitter, newConnection: newConnection, floor: floor)
+        case .deviceInvalid:
+            return .quarantineToken
+        case .deviceNotForApp:
+            return .removeTokenForTopic
+        case .deviceGone(let evidence):
+            // Without evidence the device cannot be proven older than the verdict: keep it.
+            guard let evidence else { return .drop(alert: false) }
+            return .removeTokenIfRegisteredBefore(since: evidence)
+        case .payloadRefused(let alert):
+            return .drop(alert: alert)
+        case .credentialExpired:
+            return attempt < maximumAttempts ? .renewProviderTokenAndRetry : .drop(alert: true)
+        case .credentialRefused(let reason):
+            return .stopTenant(reason: reason)
         }
     }
 
