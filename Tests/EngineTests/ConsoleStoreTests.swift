@@ -100,4 +100,44 @@ struct ConsoleStoreTests {
             ]
         )
     }
+
+    @Test(
+        "A device keeps its channel: an FCM token is stored as written, read back, pushed to and counted apart",
+        arguments: StoreKind.allCases
+    )
+    func channels(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        let registration = "dQw4w9WgXcQ:APA91bH" + String(repeating: "x_Y-z", count: 28)
+        let android = try Device(
+            tenant: f.acme,
+            topic: "t",
+            token: DeviceToken(registration, channel: .fcm),
+            owner: f.a.id,
+            name: "Pixel",
+            environment: .production,
+            registeredAt: Date(timeIntervalSince1970: 1_800_000_000),
+            channel: .fcm
+        )
+        #expect(try await f.store.registerDevice(android) == .created)
+        _ = try await f.store.registerDevice(try f.device(f.a, token: String(repeating: "02", count: 32)))
+        let devices = try await f.store.devices(tenant: f.acme, owner: f.a.id)
+        #expect(Set(devices.map(\.channel)) == [.apns, .fcm])
+        #expect(devices.first { $0.channel == .fcm }?.token.rawValue == registration)
+        #expect(try await f.store.device(tenant: f.acme, topic: "t", token: android.token)?.channel == .fcm)
+        let targets = try await f.store.pushTargets(tenant: f.acme, users: [f.a.id])
+        #expect(Set(targets[f.a.id]?.devices.map(\.channel) ?? []) == [.apns, .fcm])
+        #expect(
+            try await f.store.deviceTallies(tenant: f.acme) == [
+                DeviceTally(
+                    channel: .apns,
+                    topic: "t",
+                    environment: .production,
+                    active: 1,
+                    quarantined: 0,
+                    removed: 0
+                ),
+                DeviceTally(channel: .fcm, topic: "t", environment: .production, active: 1, quarantined: 0, removed: 0),
+            ]
+        )
+    }
 }

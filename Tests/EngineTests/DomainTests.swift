@@ -19,6 +19,24 @@ struct DomainTests {
         }
     }
 
+    @Test("FCM tokens: registration tokens and installation ids, kept as written (case matters), printed redacted")
+    func fcmTokens() throws {
+        let registration = "dQw4w9WgXcQ:APA91bH" + String(repeating: "x_Y-z", count: 28)
+        let token = try DeviceToken(registration, channel: .fcm)
+        #expect(token.rawValue == registration)
+        #expect(!"\(token)".contains(registration))
+        let installation = try DeviceToken("cT0bWq1sQ8y-Fj3Zk_9aBc", channel: .fcm)
+        #expect(installation.rawValue == "cT0bWq1sQ8y-Fj3Zk_9aBc")
+        // The same characters read as an APNs token are refused: not hex.
+        #expect(throws: EngineError.self) { try DeviceToken(registration) }
+        for bad in [
+            "", "short", "has space" + String(repeating: "a", count: 20), "é" + String(repeating: "a", count: 30),
+            String(repeating: "a", count: 4097), "a/b" + String(repeating: "a", count: 20),
+        ] {
+            #expect(throws: EngineError.self, "\(bad)") { try DeviceToken(bad, channel: .fcm) }
+        }
+    }
+
     @Test("Tenant ids are URL-safe slugs")
     func tenantIDs() throws {
         #expect(try TenantID("acme-2").rawValue == "acme-2")

@@ -44,7 +44,11 @@ struct MetricsTests {
             // The push's outcome is counted when APNs answers; the simulator may have recorded it a moment before.
             let counted = try await eventually {
                 text = try await broker.admin("/metrics", token: "t0ken").text
-                return sample(text, "broker_push_sent_total", ["tenant": "acme", "outcome": "accepted"]) == 1
+                return sample(
+                    text,
+                    "broker_push_sent_total",
+                    ["tenant": "acme", "channel": "apns", "outcome": "accepted"]
+                ) == 1
             }
             #expect(counted, "\(text)")
             let requests = "broker_rest_requests_total"

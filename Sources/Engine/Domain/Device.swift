@@ -5,9 +5,16 @@ public enum APNsEnvironment: String, Sendable, Codable, CaseIterable {
     case production, sandbox
 }
 
+/// The push service a device is reached through: Apple's (iPhones) or Firebase Cloud Messaging (Android).
+public enum PushChannel: String, Sendable, Codable, CaseIterable {
+    case apns, fcm
+}
+
 /// A device token with its one owner.
 public struct Device: Sendable, Equatable {
     public var tenant: TenantID
+    /// How the device is reached; its token's form depends on it (``DeviceToken``).
+    public var channel: PushChannel
     public var topic: String
     public var token: DeviceToken
     public var owner: UserID
@@ -26,7 +33,8 @@ public struct Device: Sendable, Equatable {
         name: String,
         environment: APNsEnvironment,
         registeredAt: Date,
-        quarantinedAt: Date? = nil
+        quarantinedAt: Date? = nil,
+        channel: PushChannel = .apns
     ) throws(EngineError) {
         // Counting UTF-8 bytes first: a name of at most 200 bytes has at most 200 characters.
         guard name.utf8.count <= 200 || name.count <= 200 else {
@@ -38,6 +46,7 @@ public struct Device: Sendable, Equatable {
             throw EngineError(.invalidInput, "device name must not contain control characters")
         }
         self.tenant = tenant
+        self.channel = channel
         self.topic = topic
         self.token = token
         self.owner = owner

@@ -61,23 +61,41 @@ public struct DeliveryID: Hashable, Sendable, Codable, Comparable, CustomStringC
     public static func < (lhs: DeliveryID, rhs: DeliveryID) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
-/// An APNs device token: an even number of hex digits, kept lower-case.
+/// A device's address on its push channel. APNs: an even number of hex digits, kept lower-case. FCM: a registration
+/// token or a Firebase Installation ID, kept as written (they are case-sensitive): 20-4096 characters of
+/// letters, digits and `-_:.`.
 ///
 /// Its `description` is redacted so that a token never reaches a log line by accident;
 /// use ``rawValue`` only where the full token is needed (the store and the push transport).
 public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
-    public init(_ text: String) throws(EngineError) {
+    public init(_ text: String, channel: PushChannel = .apns) throws(EngineError) {
         let bytes = text.utf8
-        let isHex = bytes.allSatisfy {
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46)
+        switch channel {
+        case .apns:
+            let isHex = bytes.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46)
+            }
+            // APNs tokens are 32 bytes today; Apple documents them as variable length, so accept 8-200 bytes.
+            guard isHex, bytes.count % 2 == 0, (16...400).contains(bytes.count) else {
+                throw EngineError(.invalidInput, "device token must be an even number (16-400) of hex digits")
+            }
+            self.rawValue = text.lowercased()
+        case .fcm:
+            // Registration tokens are about 160 characters today and FIDs 22; neither length is documented.
+            let allowed = bytes.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A)
+                    || $0 == 0x2D || $0 == 0x5F || $0 == 0x3A || $0 == 0x2E
+            }
+            guard allowed, (20...4096).contains(bytes.count) else {
+                throw EngineError(
+                    .invalidInput,
+                    "an FCM registration token or installation id is 20-4096 letters, digits, '-', '_', ':' or '.'"
+                )
+            }
+            self.rawValue = text
         }
-        // APNs tokens are 32 bytes today; Apple documents them as variable length, so accept 8-200 bytes.
-        guard isHex, bytes.count % 2 == 0, (16...400).contains(bytes.count) else {
-            throw EngineError(.invalidInput, "device token must be an even number (16-400) of hex digits")
-        }
-        self.rawValue = text.lowercased()
     }
 
     init(trusted rawValue: String) { self.rawValue = rawValue }

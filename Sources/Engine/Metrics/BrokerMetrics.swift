@@ -106,28 +106,36 @@ public struct BrokerMetrics: Sendable {
 
     // MARK: Events recorded by the engine
 
-    /// One APNs answer (or transport failure) for one device.
-    func push(tenant: TenantID, result: PushResult, duration: Duration) {
-        pushes(tenant: tenant, [PushAnswer(result: result, latency: duration)])
+    /// One answer (or transport failure) for one device.
+    func push(tenant: TenantID, channel: PushChannel, result: PushResult, duration: Duration) {
+        pushes(tenant: tenant, [PushAnswer(result: result, latency: duration)], channels: [channel])
     }
 
-    /// A batch's APNs answers for one tenant: the labels and handles are looked up once per distinct outcome
-    /// and once for the latency timer, not once per push.
-    func pushes(tenant: TenantID, _ answers: [PushAnswer]) {
+    /// A batch's answers for one tenant, with each push's channel: the labels and handles are looked up once per
+    /// distinct outcome and once for the latency timer, not once per push.
+    func pushes(tenant: TenantID, _ answers: [PushAnswer], channels: [PushChannel]) {
         guard !answers.isEmpty else { return }
         let tenant = tenantLabel(tenant)
-        var counts: [String: (outcome: String, reason: String, count: Int)] = [:]
-        for answer in answers {
+        var counts: [String: (channel: PushChannel, outcome: String, reason: String, count: Int)] = [:]
+        for (index, answer) in answers.enumerated() {
+            let channel = index < channels.count ? channels[index] : .apns
+            let prefix = channel.rawValue + "|"
             switch answer.result {
-            case .accepted: counts["accepted", default: ("accepted", "", 0)].count += 1
+            case .accepted: counts[prefix + "accepted", default: (channel, "accepted", "", 0)].count += 1
             case .rejected(_, let reason, _):
-                counts["r" + reason, default: ("rejected", reasonLabel(reason), 0)].count += 1
-            case .transportFailure: counts["transport_failure", default: ("transport_failure", "", 0)].count += 1
+                counts[prefix + "r" + reason, default: (channel, "rejected", reasonLabel(reason), 0)].count += 1
+            case .transportFailure:
+                counts[prefix + "transport_failure", default: (channel, "transport_failure", "", 0)].count += 1
             }
         }
         for entry in counts.values {
-            counter(Name.pushes, [("tenant", tenant), ("outcome", entry.outcome), ("reason", entry.reason)])
-                .increment(by: entry.count)
+            counter(
+                Name.pushes,
+                [
+                    ("tenant", tenant), ("channel", entry.channel.rawValue), ("outcome", entry.outcome),
+                    ("reason", entry.reason),
+                ]
+            ).increment(by: entry.count)
         }
         let latency = timer(Name.apnsDuration, [("tenant", tenant)])
         for answer in answers { latency.recordNanoseconds(answer.latency.nanoseconds) }

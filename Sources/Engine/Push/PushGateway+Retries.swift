@@ -39,7 +39,12 @@ extension PushGateway {
             } else {
                 let started = ContinuousClock.now
                 result = await transport.send(push)
-                metrics.push(tenant: tenant.id, result: result, duration: started.duration(to: .now))
+                metrics.push(
+                    tenant: tenant.id,
+                    channel: push.device.channel,
+                    result: result,
+                    duration: started.duration(to: .now)
+                )
                 health.withLock { $0.observe(result, at: Date()) }
                 if let kind = result.refusalKind { await noteRefusals(tenant.id, [kind: 1]) }
             }

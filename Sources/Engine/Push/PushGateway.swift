@@ -359,7 +359,7 @@ public actor PushGateway {
             var unsettled = Set<Int>()
             var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
             var verdicts: [TokenVerdict] = []
-            metrics.pushes(tenant: tenantID, answers)
+            metrics.pushes(tenant: tenantID, answers, channels: sends.map(\.push.device.channel))
             let answered = Date()
             health.withLock { health in for answer in answers { health.observe(answer.result, at: answered) } }
             var refused: [String: Int] = [:]

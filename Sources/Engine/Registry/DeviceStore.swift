@@ -22,6 +22,7 @@ public protocol DeviceStore: Sendable {
 
 /// A tenant's devices of one topic and environment, by state.
 public struct DeviceTally: Sendable, Equatable {
+    public var channel: PushChannel
     public var topic: String
     public var environment: APNsEnvironment
     /// Registered, pushes go to them.
@@ -31,7 +32,15 @@ public struct DeviceTally: Sendable, Equatable {
     /// APNs said the app is gone: invisible, deleted by the next purge.
     public var removed: Int
 
-    public init(topic: String, environment: APNsEnvironment, active: Int, quarantined: Int, removed: Int) {
+    public init(
+        channel: PushChannel = .apns,
+        topic: String,
+        environment: APNsEnvironment,
+        active: Int,
+        quarantined: Int,
+        removed: Int
+    ) {
+        self.channel = channel
         self.topic = topic
         self.environment = environment
         self.active = active

@@ -28,15 +28,15 @@ extension SQLiteStore {
         )
         try db.cachedStatement(
             sql: """
-                INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at, channel)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
                     name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at,
-                    quarantined_at = NULL, removed_at = NULL
+                    channel = excluded.channel, quarantined_at = NULL, removed_at = NULL
                 """
         ).execute(arguments: [
             device.tenant.rawValue, device.topic, device.token.rawValue, device.owner.rawValue, device.name,
-            device.environment.rawValue, device.registeredAt.unixSeconds,
+            device.environment.rawValue, device.registeredAt.unixSeconds, device.channel.rawValue,
         ])
         switch previous {
         case nil: return .created
@@ -83,6 +83,7 @@ extension SQLiteStore {
         try await read { db in
             try Row.fetchAll(db, sql: Self.deviceTalliesSQL, arguments: [tenant.rawValue]).map { row in
                 DeviceTally(
+                    channel: PushChannel(rawValue: row[5]) ?? .apns,
                     topic: row[0],
                     environment: APNsEnvironment(rawValue: row[1]) ?? .production,
                     active: row[2],
@@ -97,8 +98,8 @@ extension SQLiteStore {
         SELECT topic, environment,
             count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NULL),
             count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NOT NULL),
-            count(*) FILTER (WHERE removed_at IS NOT NULL)
-        FROM devices WHERE tenant_id = ? GROUP BY topic, environment ORDER BY topic, environment
+            count(*) FILTER (WHERE removed_at IS NOT NULL), channel
+        FROM devices WHERE tenant_id = ? GROUP BY channel, topic, environment ORDER BY channel, topic, environment
         """
 
     public func device(tenant: TenantID, topic: String, token: DeviceToken) async throws -> Device? {
@@ -172,7 +173,8 @@ extension SQLiteStore {
     }
 
     /// The columns `device(from:)` reads, by position in this order.
-    static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"
+    static let deviceColumns =
+        "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at, channel"
 
     /// A device from a row of `deviceColumns`, read by position (no column-name lookups per row: the push
     /// gateway decodes one per push).
@@ -187,7 +189,8 @@ extension SQLiteStore {
             name: row[4],
             environment: APNsEnvironment(rawValue: environment) ?? .production,
             registeredAt: Date(unixSeconds: row[6]),
-            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
+            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:)),
+            channel: PushChannel(rawValue: row[8]) ?? .apns
         )
     }
 }

@@ -57,8 +57,8 @@ extension SQLiteStore {
                 while let row = try rows.next() {
                     let device = try Self.device(from: row)
                     targets[device.owner]?.devices.append(device)
-                    targets[device.owner]?.unreadCount = row[8]
-                    targets[device.owner]?.timeZone = row[9]
+                    targets[device.owner]?.unreadCount = row[9]
+                    targets[device.owner]?.timeZone = row[10]
                 }
             }
             return targets

@@ -401,6 +401,11 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v19-device-channels") { db in
+            // The push channel of each device (issue 35): every device so far is an iPhone's. A column with a
+            // default: the previous release's nodes register APNs devices as before.
+            try db.execute(sql: "ALTER TABLE devices ADD COLUMN channel TEXT NOT NULL DEFAULT 'apns'")
+        }
         return migrator
     }
 

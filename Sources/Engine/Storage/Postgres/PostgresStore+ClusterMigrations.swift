@@ -70,5 +70,15 @@ extension PostgresStore {
                 "CREATE UNIQUE INDEX users_username_folded ON users (tenant_id, (\(foldedUsername)), case_twin)",
             ]
         ),
+        Migration(
+            version: 17,
+            name: "device-channels",
+            statements: [
+                // The push channel of each device (issue 35): every device so far is an iPhone's. A constant
+                // default adds the column without rewriting the table; the previous release's nodes register APNs
+                // devices as before.
+                "ALTER TABLE devices ADD COLUMN channel text NOT NULL DEFAULT 'apns'"
+            ]
+        ),
     ]
 }

@@ -56,12 +56,13 @@ extension PostgresStore {
         }
         try await connection.run(
             """
-            INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at)
+            INSERT INTO devices (tenant_id, topic, token, user_id, name, environment, registered_at, channel)
             SELECT * FROM UNNEST(\(tenants), \(topics), \(tokens), \(owners), \(chunk.map(\.name)),
-                \(chunk.map(\.environment.rawValue)), \(chunk.map(\.registeredAt.unixSeconds)))
+                \(chunk.map(\.environment.rawValue)), \(chunk.map(\.registeredAt.unixSeconds)),
+                \(chunk.map(\.channel.rawValue)))
             ON CONFLICT (tenant_id, topic, token) DO UPDATE SET user_id = excluded.user_id,
                 name = excluded.name, environment = excluded.environment, registered_at = excluded.registered_at,
-                quarantined_at = NULL, removed_at = NULL
+                channel = excluded.channel, quarantined_at = NULL, removed_at = NULL
             """,
             logger
         )
@@ -110,7 +111,8 @@ extension PostgresStore {
         try await apply(.devicesRemoved(tenant: tenant, removed, usernames: names, reason: reason), connection)
     }
 
-    static let deviceColumns = "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at"
+    static let deviceColumns =
+        "tenant_id, topic, token, user_id, name, environment, registered_at, quarantined_at, channel"
 
     public func devices(tenant: TenantID, owner: UserID) async throws -> [Device] {
         try await read { [self] connection in
@@ -132,13 +134,16 @@ extension PostgresStore {
                 SELECT topic, environment,
                     count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NULL),
                     count(*) FILTER (WHERE removed_at IS NULL AND quarantined_at IS NOT NULL),
-                    count(*) FILTER (WHERE removed_at IS NOT NULL)
-                FROM devices WHERE tenant_id = \(tenant.rawValue) GROUP BY topic, environment ORDER BY topic, environment
+                    count(*) FILTER (WHERE removed_at IS NOT NULL), channel
+                FROM devices WHERE tenant_id = \(tenant.rawValue)
+                GROUP BY channel, topic, environment ORDER BY channel, topic, environment
                 """,
                 logger
             ).map { row in
                 let environment: String = try row.at(1)
+                let channel: String = try row.at(5)
                 return DeviceTally(
+                    channel: PushChannel(rawValue: channel) ?? .apns,
                     topic: try row.at(0),
                     environment: APNsEnvironment(rawValue: environment) ?? .production,
                     active: Int(try row.at(2, as: Int64.self)),
@@ -252,7 +257,8 @@ extension PostgresStore {
             name: row.at(4),
             environment: APNsEnvironment(rawValue: environment) ?? .production,
             registeredAt: Date(unixSeconds: row.at(6)),
-            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:))
+            quarantinedAt: quarantinedAt.map(Date.init(unixSeconds:)),
+            channel: PushChannel(rawValue: try row.at(8)) ?? .apns
         )
     }
 }

@@ -184,6 +184,7 @@ extension PostgresStore {
     struct PushTargetRows: PostgresPreparedStatement {
         static let sql = """
             SELECT d.tenant_id, d.topic, d.token, d.user_id, d.name, d.environment, d.registered_at, d.quarantined_at,
+                d.channel,
                 (SELECT count(*) FROM deliveries x
                     WHERE x.user_id = d.user_id AND x.tenant_id = d.tenant_id AND x.read_at IS NULL),
                 u.time_zone
@@ -205,7 +206,7 @@ extension PostgresStore {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let columns = row.makeRandomAccess()
-            return (try PostgresStore.device(from: columns), try columns.at(8), try columns.at(9))
+            return (try PostgresStore.device(from: columns), try columns.at(9), try columns.at(10))
         }
     }
 }
