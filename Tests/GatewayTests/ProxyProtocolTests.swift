@@ -229,13 +229,14 @@ struct ProxyProtocolTests {
         try await TestBroker.run(
             trustedProxies: [loopback],
             proxyProtocol: true,
-            connectionLimits: ConnectionLimits(handshakeTimeout: .seconds(2))
+            // Long enough that a loaded machine (the whole suite on two cores) writes each header before it ends.
+            connectionLimits: ConnectionLimits(handshakeTimeout: .seconds(5))
         ) { broker in
             let port = broker.httpsPort
             let stalled = try await RawHTTP2Client.connect(port: port, preface: false, tls: false)
-            try await stalled.send(Array("PROXY TCP4 203.0.".utf8))
+            try? await stalled.send(Array("PROXY TCP4 203.0.".utf8))
             let dropped = try await RawHTTP2Client.connect(port: port, preface: false, tls: false)
-            try await dropped.send(Array(ProxyHeader.v2Signature.prefix(8)))
+            try? await dropped.send(Array(ProxyHeader.v2Signature.prefix(8)))
             await dropped.close()
             var refused: [RawHTTP2Client] = []
             for bytes in [
@@ -244,7 +245,8 @@ struct ProxyProtocolTests {
                 Array("PROXY TCP4 203.0.113.7 127.0.0.1 99999 443\r\n".utf8),
             ] {
                 let client = try await RawHTTP2Client.connect(port: port, preface: false, tls: false)
-                try await client.send(bytes)
+                // (Closed already if the machine was slow to write: the outcome below is the same.)
+                try? await client.send(bytes)
                 refused.append(client)
             }
             // A trusted proxy's TLS without a header first (a balancer configured without send-proxy).
