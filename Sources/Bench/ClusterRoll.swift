@@ -42,7 +42,9 @@ enum ClusterRoll {
     /// A node's process, its log appended to `<work>/node<N>.log`.
     static func start(node: Int, work: String) throws -> Process {
         let log = "\(work)/node\(node).log"
-        if !FileManager.default.fileExists(atPath: log) { FileManager.default.createFile(atPath: log, contents: nil) }
+        if !FileManager.default.fileExists(atPath: log) {
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+        }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         handle.seekToEndOfFile()
         let process = Process()

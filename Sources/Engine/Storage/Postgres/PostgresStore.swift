@@ -170,7 +170,9 @@ public final class PostgresStore: BrokerStore {
 
     // MARK: Running statements
 
-    /// Runs `body` on a pooled connection (reads, and single statements that commit on their own).
+    /// Runs `body` on a pooled connection (reads, and single statements that commit on their own). Its result may
+    /// be dropped: a body of one statement returns that statement's row count, which a caller often has no use for.
+    @discardableResult
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await withConnection(operation: "read", body)
@@ -181,6 +183,7 @@ public final class PostgresStore: BrokerStore {
 
     /// Runs `body` in one transaction: it commits when `body` returns, rolls back when it throws. A deadlock or
     /// serialization failure (two nodes writing the same rows in different orders) is retried up to twice.
+    @discardableResult
     func write<T: Sendable>(
         deadline: Duration? = nil,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
