@@ -158,12 +158,16 @@ struct SchedulerTests {
         var logger = Logger(label: "scheduler", factory: { _ in handler })
         logger.logLevel = .notice
         let ledger = DeliveryLedger(store: store, catalog: CatalogCache(store: store))
+        // The scheduler's pauses are taken on a clock the test moves: no sleeping, and every pause is seen.
+        let clock = ManualClock()
+        let configuration = SchedulerConfiguration(spreadWindow: .zero)
         let scheduler = Scheduler(
             store: store,
             ledger: ledger,
             gateway: nil,
-            configuration: .init(spreadWindow: .zero),
-            logger: logger
+            configuration: configuration,
+            logger: logger,
+            clock: clock
         )
         var unsafe = Configuration()
         unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
@@ -171,27 +175,41 @@ struct SchedulerTests {
         try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
         let running = Task { await scheduler.run() }
         defer { running.cancel() }
-        var first = ContinuousClock.now
-        for _ in 0..<200 where scheduler.currentHealth.consecutiveFailures == 0 {
-            try await Task.sleep(for: .milliseconds(50))
-            first = .now
+        // Each failed pass pauses; the test lets each pause end in turn. Without a pause the loop failed thousands
+        // of times a second.
+        let passes = 8
+        for failures in 1...passes {
+            #expect(
+                try await eventually {
+                    scheduler.currentHealth.consecutiveFailures == failures && clock.sleepers == 1
+                },
+                "\(failures): \(scheduler.currentHealth)"
+            )
+            if failures < passes { clock.advance(by: clock.untilNextWake ?? .zero) }
         }
-        try await Task.sleep(until: first + .seconds(3))
+        // One pause per failure, doubling from `failureBackoff`, jittered by half either way, capped.
+        let pauses = clock.requested
+        #expect(pauses.count == passes, "\(pauses)")
+        for (index, pause) in pauses.enumerated() {
+            let base = min(configuration.failureBackoff * (1 << index), configuration.maximumFailureBackoff)
+            #expect(
+                pause >= base * 0.5 && pause <= min(base * 1.5, configuration.maximumFailureBackoff),
+                "\(index): \(pause)"
+            )
+        }
         let failing = scheduler.currentHealth
-        // Without a pause this loop failed thousands of times in three seconds; doubling from 200 ms (jittered) it
-        // fails 5-8 times, and once when a loaded machine (a clean CI build beside the suite) makes the store's
-        // busy wait use up the three seconds: the upper bound is what shows the pause.
-        #expect((1...12).contains(failing.consecutiveFailures), "\(failing)")
         #expect(failing.failingSince != nil)
         #expect(failing.lastError?.isEmpty == false)
+        #expect(scheduler.statistics.assigned == 0)
         try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
-        // The longest pause so far is under 3 s: the next attempt commits.
-        var recovered = false
-        for _ in 0..<100 where !recovered {
-            try await Task.sleep(for: .milliseconds(100))
-            recovered = scheduler.currentHealth.consecutiveFailures == 0 && scheduler.statistics.assigned >= 2
-        }
-        #expect(recovered, "\(scheduler.currentHealth) \(scheduler.statistics)")
+        // The pause ends; the next pass commits.
+        clock.advance(by: clock.untilNextWake ?? .zero)
+        #expect(
+            try await eventually {
+                scheduler.currentHealth.consecutiveFailures == 0 && scheduler.statistics.assigned >= 2
+            },
+            "\(scheduler.currentHealth) \(scheduler.statistics)"
+        )
         let messages = handler.entries.map(\.message.description)
         #expect(messages.filter { $0.hasPrefix("dispatch failing") }.count == 1, "\(messages)")
         #expect(messages.filter { $0 == "dispatch recovered" }.count == 1, "\(messages)")

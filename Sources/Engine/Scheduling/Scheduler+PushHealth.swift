@@ -7,7 +7,7 @@ extension Scheduler {
     /// How much this turn of the loop may take: nil while holding; a probe's share while probing.
     func pushShare() async -> (batch: Int, probing: Bool)? {
         guard let gateway, store.leasesUnsettledDeliveries else { return (configuration.batchSize, false) }
-        let mode = gateway.pushMode(at: Date())
+        let mode = gateway.pushMode(at: clock.now)
         defer { lastPushMode = mode }
         switch mode {
         case .handBack:

@@ -28,6 +28,8 @@ public actor Scheduler {
     private var streak: FailureStreak
     /// The streak as inspection sees it, readable without waiting for the actor.
     private let health = Mutex(SchedulerHealth())
+    /// The time the loop plans by and pauses on (a test's ``EngineClock`` moves it by hand).
+    let clock: any EngineClock
 
     public init(
         store: any SchedulerStore,
@@ -35,8 +37,10 @@ public actor Scheduler {
         gateway: PushGateway?,
         configuration: SchedulerConfiguration = .init(),
         logger: Logger,
-        metrics: BrokerMetrics = .disabled
+        metrics: BrokerMetrics = .disabled,
+        clock: any EngineClock = SystemClock()
     ) {
+        self.clock = clock
         self.store = store
         self.ledger = ledger
         self.gateway = gateway
@@ -73,7 +77,7 @@ public actor Scheduler {
         publishHealth()
         do {
             let limit = store.leasesUnsettledDeliveries ? configuration.sweepShare : .max
-            if try await requeueUnsettled(now: Date(), limit: limit).leased >= limit { sweepSoon() }
+            if try await requeueUnsettled(now: clock.now, limit: limit).leased >= limit { sweepSoon() }
         } catch is CancellationError {
             return
         } catch {
@@ -84,7 +88,7 @@ public actor Scheduler {
             // A node that cannot push takes nothing (holding), or a probe's share (probing).
             let share = await pushShare()
             guard let share else {
-                do { try await Task.sleep(for: configuration.pollInterval) } catch { break }
+                do { try await clock.sleep(for: configuration.pollInterval) } catch { break }
                 continue
             }
             let requested = sweepRequested.withLock { requested in
@@ -102,7 +106,7 @@ public actor Scheduler {
                         !store.leasesUnsettledDeliveries
                         ? .max
                         : share.probing ? configuration.probeShare : configuration.sweepShare
-                    let swept = try await requeueUnsettled(now: Date(), settleTime: settleTime, limit: limit)
+                    let swept = try await requeueUnsettled(now: clock.now, settleTime: settleTime, limit: limit)
                     // A full share: more may be left; this node takes another once its queue has room.
                     if swept.leased >= limit, !share.probing { sweepSoon() }
                 } catch {
@@ -111,7 +115,7 @@ public actor Scheduler {
             }
             var processed = 0
             do {
-                processed = try await pipelinedTick(now: Date(), limit: share.batch)
+                processed = try await pipelinedTick(now: clock.now, limit: share.batch)
             } catch is CancellationError {
                 await settlePipeline()
                 return
@@ -127,18 +131,18 @@ public actor Scheduler {
                 // A failed read or commit: the rows are still due. Back off before reading them again.
                 passFailed = false
                 let pause = streak.backoff(jitter: Double.random(in: 0.5...1.5))
-                do { try await Task.sleep(for: pause) } catch { return }
+                do { try await clock.sleep(for: pause) } catch { return }
                 continue
             }
             cursor = nil
             var pause = configuration.pollInterval
             if let next = try? await store.nextFireTime() {
-                let until = Duration.milliseconds(Int64(max(0, next.timeIntervalSinceNow) * 1000))
+                let until = Duration.milliseconds(Int64(max(0, next.timeIntervalSince(clock.now)) * 1000))
                 pause = min(pause, until)
             }
             // Nothing taken although something is due (rows another node claimed in between): no busy loop.
             if processed == 0 { pause = max(pause, .milliseconds(50)) }
-            do { try await Task.sleep(for: pause) } catch { return }
+            do { try await clock.sleep(for: pause) } catch { return }
         }
         await settlePipeline()
     }
@@ -232,7 +236,8 @@ public actor Scheduler {
         let failing = streak.isFailing
         let view = SchedulerHealth(
             consecutiveFailures: streak.failures,
-            failingSince: failing ? Date().addingTimeInterval(-(streak.since?.duration(to: .now).seconds ?? 0)) : nil,
+            failingSince: failing
+                ? clock.now.addingTimeInterval(-(streak.since?.duration(to: .now).seconds ?? 0)) : nil,
             lastError: streak.lastError
         )
         health.withLock { $0 = view }
