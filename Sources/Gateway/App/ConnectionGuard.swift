@@ -135,10 +135,7 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         guard !started else { return }
         started = true
         let peer = context.channel.remoteAddress
-        let trusted = peer?.ipAddress.flatMap { NetworkAddress(literal: $0) }.map { address in
-            trustedProxies.contains { $0.contains(address) }
-        }
-        address = trusted == true ? nil : peer.flatMap(ClientAddress.key)
+        address = ClientAddress.isTrustedProxy(peer, trustedProxies) ? nil : peer.flatMap(ClientAddress.key)
         let (admitted, warn) = counter.admit(address)
         guard admitted else {
             refuse(context, warn: warn)
@@ -241,8 +238,7 @@ enum ClientAddress {
         trustedProxies: [NetworkRange],
         scheme: String
     ) -> String? {
-        let peerAddress = peer?.ipAddress.flatMap { NetworkAddress(literal: $0) }
-        if let peerAddress, trustedProxies.contains(where: { $0.contains(peerAddress) }), let forwardedFor {
+        if isTrustedProxy(peer, trustedProxies), let forwardedFor {
             let hops = forwardedFor.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             for hop in hops.reversed() {
                 guard let address = NetworkAddress(literal: hop) else { return nil }
@@ -252,6 +248,14 @@ enum ClientAddress {
             return nil
         }
         return scheme == "https" ? peer.flatMap(key) : nil
+    }
+
+    /// Whether the peer is one of the trusted proxies (a load balancer, an ingress).
+    static func isTrustedProxy(_ peer: SocketAddress?, _ trustedProxies: [NetworkRange]) -> Bool {
+        guard !trustedProxies.isEmpty, let address = peer?.ipAddress.flatMap({ NetworkAddress(literal: $0) }) else {
+            return false
+        }
+        return trustedProxies.contains { $0.contains(address) }
     }
 
     /// An IPv4 address, or an IPv6 address's /64 (one subscriber's network).

@@ -170,9 +170,7 @@ final class ProxyProtocolHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private func decide(_ context: ChannelHandlerContext) {
         guard case .undecided = mode else { return }
-        let peer = context.channel.remoteAddress?.ipAddress.flatMap { NetworkAddress(literal: $0) }
-        let trusted = peer.map { peer in trustedProxies.contains { $0.contains(peer) } } ?? false
-        mode = trusted ? .expecting(nil) : .passing
+        mode = ClientAddress.isTrustedProxy(context.channel.remoteAddress, trustedProxies) ? .expecting(nil) : .passing
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
