@@ -50,7 +50,7 @@ enum ProxyHeader: Equatable {
         }
         guard let address = NetworkAddress(literal: fields[2]), address.isIPv4 == (fields[1] == "TCP4"),
             NetworkAddress(literal: fields[3]) != nil,
-            let port = Int(fields[4]), (0...65535).contains(port), fields[4].first != "0" || fields[4] == "0",
+            let port = Int(fields[4]), (0...65535).contains(port),
             let destination = Int(fields[5]), (0...65535).contains(destination)
         else { return .invalid("a version 1 header with an address or port that does not parse") }
         guard let client = try? SocketAddress(ipAddress: fields[2], port: port) else {
@@ -159,22 +159,12 @@ final class ProxyProtocolHandler: ChannelInboundHandler, RemovableChannelHandler
         self.logger = logger
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { decide(context) }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        decide(context)
-        context.fireChannelActive()
-    }
-
-    private func decide(_ context: ChannelHandlerContext) {
-        guard case .undecided = mode else { return }
-        mode = ClientAddress.isTrustedProxy(context.channel.remoteAddress, trustedProxies) ? .expecting(nil) : .passing
-    }
-
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .undecided = mode { decide(context) }
+        // Decided at the first bytes: only then does it matter who the peer is.
+        if case .undecided = mode {
+            let trusted = ClientAddress.isTrustedProxy(context.channel.remoteAddress, trustedProxies)
+            mode = trusted ? .expecting(nil) : .passing
+        }
         if case .refused = mode { return }
         guard case .expecting(var buffered) = mode else {
             context.fireChannelRead(data)
