@@ -136,16 +136,18 @@ public struct StoreFixture: Sendable {
     public func device(
         _ owner: User,
         token: String = String(repeating: "ab", count: 32),
-        at seconds: Double = 1000
+        at seconds: Double = 1000,
+        channel: PushChannel = .apns
     ) throws -> Device {
         try Device(
             tenant: owner.tenant,
             topic: "t",
-            token: DeviceToken(token),
+            token: DeviceToken(token, channel: channel),
             owner: owner.id,
             name: "phone",
             environment: .production,
-            registeredAt: Date(timeIntervalSince1970: seconds)
+            registeredAt: Date(timeIntervalSince1970: seconds),
+            channel: channel
         )
     }
 }

@@ -122,7 +122,7 @@ public struct BrokerMetrics: Sendable {
             let prefix = channel.rawValue + "|"
             switch answer.result {
             case .accepted: counts[prefix + "accepted", default: (channel, "accepted", "", 0)].count += 1
-            case .rejected(_, let reason, _):
+            case .rejected(_, let reason, _), .refused(_, _, let reason, _):
                 counts[prefix + "r" + reason, default: (channel, "rejected", reasonLabel(reason), 0)].count += 1
             case .transportFailure:
                 counts[prefix + "transport_failure", default: (channel, "transport_failure", "", 0)].count += 1

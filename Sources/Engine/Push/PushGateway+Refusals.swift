@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 
-/// What APNs refused, as an operator sees it: in the log at once, then once a minute, and in `/inspect`.
+/// What a channel refused, as an operator sees it: in the log at once, then once a minute, and in `/inspect`.
 extension PushGateway {
     /// Notes refused pushes of one tenant, logging the first of a kind at once and the rest once a minute.
     func noteRefusals(_ tenant: TenantID, _ kinds: [String: Int]) {
@@ -10,14 +10,14 @@ extension PushGateway {
             switch refusals.note(tenant: tenant, kind: kind, count: count, at: now) {
             case .first:
                 logger.warning(
-                    "APNs push refused or failed; more of this kind are logged once a minute",
-                    metadata: ["tenant.id": "\(tenant)", "apns.reason": "\(kind)", "count": "\(count)"]
+                    "push refused or failed; more of this kind are logged once a minute",
+                    metadata: ["tenant.id": "\(tenant)", "push.reason": "\(kind)", "count": "\(count)"]
                 )
             case .repeated(let total, let since):
                 logger.warning(
-                    "APNs pushes refused or failed",
+                    "pushes refused or failed",
                     metadata: [
-                        "tenant.id": "\(tenant)", "apns.reason": "\(kind)", "count": "\(total)",
+                        "tenant.id": "\(tenant)", "push.reason": "\(kind)", "count": "\(total)",
                         "in_last_s": "\(Int(since))",
                     ]
                 )

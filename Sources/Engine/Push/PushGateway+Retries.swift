@@ -8,7 +8,7 @@ extension PushGateway {
         var metadata: Logger.Metadata = [
             "tenant.id": "\(push.tenant)", "delivery.id": "\(push.delivery)", "device.token": "\(push.device.token)",
         ]
-        if let reason { metadata["apns.reason"] = "\(reason)" }
+        if let reason { metadata["push.reason"] = "\(reason)" }
         return metadata
     }
 
@@ -50,9 +50,9 @@ extension PushGateway {
             }
             let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
             var reason: String?
-            if case .rejected(let status, let rejection, _) = result {
-                reason = rejection
-                await count { $0.rejected["\(status) \(rejection)", default: 0] += 1 }
+            if let refusal = result.refusal {
+                reason = refusal.reason
+                await count { $0.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1 }
             }
             if case .transportFailure = result { await count { $0.transportFailures += 1 } }
             switch action {
@@ -73,7 +73,7 @@ extension PushGateway {
             case .deferred:
                 await count { $0.deferred += 1 }
                 logger.warning(
-                    "push deferred: APNs kept failing; it is tried again later",
+                    "push deferred: the channel kept failing; it is tried again later",
                     metadata: metadata(push, reason: reason)
                 )
                 return .deferred
@@ -84,6 +84,17 @@ extension PushGateway {
                 }
                 return .finished
             case .stopTenant(let reason):
+                // Another channel's credential is its transport's to mark failed (it refuses the tenant's pushes
+                // on that channel until new credentials come); the tenant's APNs pushes go on.
+                guard push.device.channel == .apns else {
+                    logger.error(
+                        "the channel refused the tenant's credential; its pushes on it are dropped until new credentials come",
+                        metadata: metadata(push, reason: reason).merging(["push.channel": "\(push.device.channel)"]) {
+                            $1
+                        }
+                    )
+                    return .finished
+                }
                 await pause(tenant.id, reason: reason, requeue: delivery)
                 return .tenantStopped
             }

@@ -248,7 +248,7 @@ public actor PushGateway {
         if paused[tenant] == nil {
             logger.error(
                 "APNs rejected the tenant's credentials; its pushes are paused",
-                metadata: ["tenant.id": "\(tenant)", "apns.reason": "\(reason)"]
+                metadata: ["tenant.id": "\(tenant)", "push.reason": "\(reason)"]
             )
         }
         paused[tenant] = reason
@@ -381,15 +381,21 @@ public actor PushGateway {
                     accepted[job] = accepted[job] ?? apnsID
                 case (.delivered, _):
                     counts.accepted += 1
-                case (.drop(let alert), .rejected(let status, let reason, _)):
-                    counts.rejected["\(status) \(reason)", default: 0] += 1
+                case (.drop(let alert), _) where answer.result.refusal != nil:
+                    let refusal = answer.result.refusal!
+                    counts.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1
                     if alert {
-                        logger.warning("push dropped", metadata: metadata(sends[position].push, reason: reason))
+                        logger.warning(
+                            "push dropped",
+                            metadata: metadata(sends[position].push, reason: refusal.reason)
+                        )
                     }
                 // Dead tokens: one transaction for the batch's verdicts, not one each.
-                case (_, .rejected(let status, let reason, _))
-                where action.verdict(on: sends[position].push.device.token) != nil:
-                    counts.rejected["\(status) \(reason)", default: 0] += 1
+                case (_, _)
+                where answer.result.refusal != nil
+                    && action.verdict(on: sends[position].push.device.token) != nil:
+                    let refusal = answer.result.refusal!
+                    counts.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1
                     if let verdict = action.verdict(on: sends[position].push.device.token) { verdicts.append(verdict) }
                 default:
                     slow.append((job, sends[position].push, answer.result))

@@ -48,7 +48,7 @@ public struct PushHealth: Sendable, Equatable {
         }
     }
 
-    public static func failing(_ result: PushResult) -> Bool? { failing(.apns(result)) }
+    public static func failing(_ result: PushResult) -> Bool? { failing(PushOutcome(result)) }
 
     public mutating func observe(_ result: PushResult, at now: Date) {
         switch Self.failing(result) {

@@ -10,6 +10,10 @@ public enum PushResult: Sendable, Equatable {
     /// The request never got an answer: deadline, reset, closed or refused connection. `resendable` is true when
     /// APNs provably did not process it (REFUSED_STREAM, a GOAWAY above the stream), so a resend cannot duplicate.
     case transportFailure(description: String, resendable: Bool)
+    /// Another channel's answer that is not an acceptance (FCM's), mapped by its transport into the neutral
+    /// `outcome`; `status` (0: no HTTP answer) and `reason` (its own error code, kept verbatim) are for logs,
+    /// metrics and `/inspect`.
+    case refused(channel: PushChannel, status: Int, reason: String, outcome: PushOutcome)
 }
 
 extension PushResult {
@@ -19,6 +23,15 @@ extension PushResult {
         case .accepted: nil
         case .rejected(let status, let reason, _): "\(status) \(reason)"
         case .transportFailure(let description, _): "no answer: \(description)"
+        case .refused(let channel, let status, let reason, _): "\(channel.rawValue) \(status) \(reason)"
+        }
+    }
+
+    /// The status and reason of an answer that refused the push (nil: accepted, or no answer at all).
+    var refusal: (status: Int, reason: String)? {
+        switch self {
+        case .rejected(let status, let reason, _), .refused(_, let status, let reason, _): (status, reason)
+        case .accepted, .transportFailure: nil
         }
     }
 }
@@ -94,11 +107,19 @@ extension PushOutcome {
         "BadEnvironmentKeyInToken",
     ]
 
-    /// APNs' answers (the table in `shared/docs/apns.md`).
+    /// What a transport's answer means: APNs' own answers through `apns`, other channels' as their transport
+    /// mapped them.
+    public init(_ result: PushResult) {
+        self = .apns(result)
+    }
+
+    /// APNs' answers (the table in `shared/docs/apns.md`); another channel's refusal keeps its mapped outcome.
     public static func apns(_ result: PushResult) -> PushOutcome {
         switch result {
         case .accepted:
             return .accepted
+        case .refused(_, _, _, let outcome):
+            return outcome
         case .transportFailure(_, let resendable):
             return .connectionFailure(resendable: resendable)
         case .rejected(let status, let reason, let timestamp):
@@ -168,9 +189,9 @@ public struct PushOutcomePolicy: Sendable {
         self.maximumBackoff = maximumBackoff
     }
 
-    /// The action for an APNs result on the `attempt`-th try (1-based). `jitter` in 0...1 spreads retries.
+    /// The action for a transport's answer on the `attempt`-th try (1-based). `jitter` in 0...1 spreads retries.
     public func action(for result: PushResult, attempt: Int, jitter: Double = 0.5) -> PushAction {
-        action(for: .apns(result), attempt: attempt, jitter: jitter)
+        action(for: PushOutcome(result), attempt: attempt, jitter: jitter)
     }
 
     /// The action for an outcome on the `attempt`-th try (1-based). `jitter` in 0...1 spreads retries.

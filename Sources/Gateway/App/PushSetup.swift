@@ -85,7 +85,7 @@ struct PushStack {
             store: store,
             ledger: ledger,
             registry: registry,
-            transport: transport,
+            transport: ChannelRouter([.apns: transport]),
             configuration: configuration,
             logger: logger,
             metrics: metrics
