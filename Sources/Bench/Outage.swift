@@ -65,8 +65,8 @@ enum Outage {
         }
         let first = simulator(port: 0)
         let port = try await first.start()
-        let client = APNsClient(
-            configuration: APNsClientConfiguration(
+        let client = HTTP2PushClient(
+            configuration: HTTP2PushClientConfiguration(
                 host: "127.0.0.1",
                 port: port,
                 tls: clientTLS,

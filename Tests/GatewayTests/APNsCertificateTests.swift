@@ -43,14 +43,14 @@ struct APNsCertificateTests {
             privateKeyPEM: directory + "/client.key",
             base: clientTLS
         )
-        let client = APNsClient(
+        let client = HTTP2PushClient(
             configuration: .init(host: "127.0.0.1", port: port, tls: tls, serverHostname: "localhost"),
             authentication: .certificate,
             logger: TestBroker.logger
         )
         let notification = try push()
         #expect(await client.send(notification) == .accepted(apnsID: notification.apnsID))
-        let anonymous = APNsClient(
+        let anonymous = HTTP2PushClient(
             configuration: .init(
                 host: "127.0.0.1",
                 port: port,
@@ -85,7 +85,7 @@ struct APNsCertificateTests {
         try #require(openssl.terminationStatus == 0)
         let (simulator, port, clientTLS) = try await start(trusting: certificate)
         let tls = try APNsCertificate.tls(pkcs12: directory + "/client.p12", passphrase: "sekrit", base: clientTLS)
-        let client = APNsClient(
+        let client = HTTP2PushClient(
             configuration: .init(host: "127.0.0.1", port: port, tls: tls, serverHostname: "localhost"),
             authentication: .certificate,
             logger: TestBroker.logger

@@ -13,7 +13,7 @@ import Testing
 /// An APNs simulator with one registered key, and a client for that key, over TLS on loopback.
 struct APNsPair {
     let simulator: APNsSimulator
-    let client: APNsClient
+    let client: HTTP2PushClient
     let identity: APNsSigningIdentity
     let port: Int
     let clientTLS: TLSConfiguration
@@ -38,8 +38,8 @@ struct APNsPair {
             )
         )
         let port = try await simulator.start()
-        let client = APNsClient(
-            configuration: APNsClientConfiguration(
+        let client = HTTP2PushClient(
+            configuration: HTTP2PushClientConfiguration(
                 host: "127.0.0.1",
                 port: port,
                 tls: clientTLS,
@@ -174,7 +174,7 @@ struct APNsClientTests {
         wrongTopic.topic = "com.other.app"
         #expect(await pair.client.send(wrongTopic) == .rejected(status: 400, reason: "TopicDisallowed", timestamp: nil))
         // A key the simulator does not know.
-        let stranger = APNsClient(
+        let stranger = HTTP2PushClient(
             configuration: pair.client.configuration,
             authentication: .token(ProviderTokenCache(identity: .init(teamID: "T", keyID: "UNKNOWN", key: .init()))),
             logger: TestBroker.logger
@@ -204,7 +204,7 @@ struct APNsClientTests {
             await fresh.client.send(try APNsPair.notification(1))
                 == .accepted(apnsID: try APNsPair.notification(1).apnsID)
         )
-        let eager = APNsClient(
+        let eager = HTTP2PushClient(
             configuration: fresh.client.configuration,
             authentication: .token(
                 ProviderTokenCache(identity: fresh.identity, now: { Date().addingTimeInterval(300) })

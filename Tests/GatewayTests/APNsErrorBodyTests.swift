@@ -22,8 +22,8 @@ struct APNsErrorBodyTests {
             #"{}"#,
         ]
         for body in bodies {
-            let direct = try #require(APNsClient.ErrorBody(apnsShape: ByteBuffer(string: body).readableBytesView))
-            let decoded = try JSONDecoder().decode(APNsClient.ErrorBody.self, from: Data(body.utf8))
+            let direct = try #require(HTTP2PushClient.ErrorBody(apnsShape: ByteBuffer(string: body).readableBytesView))
+            let decoded = try JSONDecoder().decode(HTTP2PushClient.ErrorBody.self, from: Data(body.utf8))
             #expect(direct == decoded, "\(body)")
         }
     }
@@ -45,8 +45,8 @@ struct APNsErrorBodyTests {
             ("not json", nil, nil),
         ]
         for (body, reason, timestamp) in bodies {
-            #expect(APNsClient.ErrorBody(apnsShape: ByteBuffer(string: body).readableBytesView) == nil, "\(body)")
-            let decoded = try? JSONDecoder().decode(APNsClient.ErrorBody.self, from: Data(body.utf8))
+            #expect(HTTP2PushClient.ErrorBody(apnsShape: ByteBuffer(string: body).readableBytesView) == nil, "\(body)")
+            let decoded = try? JSONDecoder().decode(HTTP2PushClient.ErrorBody.self, from: Data(body.utf8))
             #expect(decoded?.reason == reason, "\(body)")
             #expect(decoded?.timestamp == timestamp, "\(body)")
         }
@@ -54,7 +54,7 @@ struct APNsErrorBodyTests {
 
     @Test("An answer's reason and timestamp, through either reader")
     func results() {
-        let unregistered = APNsClient.result(
+        let unregistered = HTTP2PushClient.apnsResult(
             of: answer(status: "410", body: #"{"reason":"Unregistered","timestamp":1800000000123}"#)
         )
         #expect(
@@ -65,11 +65,11 @@ struct APNsErrorBodyTests {
                     timestamp: Date(timeIntervalSince1970: 1_800_000_000.123)
                 )
         )
-        let escaped = APNsClient.result(of: answer(status: "400", body: #"{"reason":"Bad\u0044eviceToken"}"#))
+        let escaped = HTTP2PushClient.apnsResult(of: answer(status: "400", body: #"{"reason":"Bad\u0044eviceToken"}"#))
         #expect(escaped == .rejected(status: 400, reason: "BadDeviceToken", timestamp: nil))
-        let empty = APNsClient.result(of: answer(status: "500", body: ""))
+        let empty = HTTP2PushClient.apnsResult(of: answer(status: "500", body: ""))
         #expect(empty == .rejected(status: 500, reason: "HTTP 500", timestamp: nil))
-        let accepted = APNsClient.result(of: answer(status: "200", body: ""))
+        let accepted = HTTP2PushClient.apnsResult(of: answer(status: "200", body: ""))
         #expect(accepted == .accepted(apnsID: ""))
     }
 }

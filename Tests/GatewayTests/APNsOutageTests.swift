@@ -16,7 +16,7 @@ struct APNsOutageTests {
     final class Outage: Sendable {
         let identity = APNsSigningIdentity(teamID: "TEAM123456", keyID: "KEY1234567", key: P256.Signing.PrivateKey())
         let serverTLS: TLSConfiguration
-        let client: APNsClient
+        let client: HTTP2PushClient
         let log = InMemoryLogHandler()
         let port: Int
         let first: APNsSimulator
@@ -27,8 +27,8 @@ struct APNsOutageTests {
             (first, port) = try await Self.listen(serverTLS, identity: identity)
             var logger = Logger(label: "apns", factory: { [log] _ in log })
             logger.logLevel = .info
-            client = APNsClient(
-                configuration: APNsClientConfiguration(
+            client = HTTP2PushClient(
+                configuration: HTTP2PushClientConfiguration(
                     host: "127.0.0.1",
                     port: port,
                     tls: clientTLS,

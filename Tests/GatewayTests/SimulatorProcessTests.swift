@@ -21,8 +21,8 @@ struct SimulatorProcessTests {
         let port = try #require(try await simulator.port(matching: #/127\.0\.0\.1:(\d+) /#))
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .file(data + "/tls/self-signed.crt")
-        let client = APNsClient(
-            configuration: APNsClientConfiguration(
+        let client = HTTP2PushClient(
+            configuration: HTTP2PushClientConfiguration(
                 host: "127.0.0.1",
                 port: port,
                 tls: tls,

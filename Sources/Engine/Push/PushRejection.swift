@@ -28,7 +28,7 @@ extension PushResult {
     }
 
     /// The status and reason of an answer that refused the push (nil: accepted, or no answer at all).
-    var refusal: (status: Int, reason: String)? {
+    public var refusal: (status: Int, reason: String)? {
         switch self {
         case .rejected(let status, let reason, _), .refused(_, let status, let reason, _): (status, reason)
         case .accepted, .transportFailure: nil

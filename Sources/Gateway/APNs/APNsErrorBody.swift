@@ -1,6 +1,6 @@
 import NIOCore
 
-extension APNsClient {
+extension HTTP2PushClient {
     /// APNs' error body: `{"reason": "...", "timestamp": <milliseconds>}` (the timestamp only with 410).
     struct ErrorBody: Decodable, Equatable {
         var reason: String?
@@ -8,7 +8,7 @@ extension APNsClient {
     }
 }
 
-extension APNsClient.ErrorBody {
+extension HTTP2PushClient.ErrorBody {
     /// The body as APNs writes it: one object of a `reason` string without escapes and an optional integer
     /// `timestamp`, in either order, with any whitespace. `nil` for anything else, which `JSONDecoder` then reads.
     init?(apnsShape bytes: ByteBufferView) {
@@ -28,8 +28,8 @@ private struct ErrorBodyScanner {
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-    mutating func body() -> APNsClient.ErrorBody? {
-        var body = APNsClient.ErrorBody()
+    mutating func body() -> HTTP2PushClient.ErrorBody? {
+        var body = HTTP2PushClient.ErrorBody()
         guard take(UInt8(ascii: "{")) else { return nil }
         if take(UInt8(ascii: "}")) { return end() ? body : nil }
         repeat {

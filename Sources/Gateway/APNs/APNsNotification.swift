@@ -3,7 +3,7 @@ import Engine
 import Foundation
 
 /// One push as APNs receives it, validated before it is sent.
-public struct APNsNotification: Sendable, Equatable {
+public struct APNsNotification: PushRequest, Equatable {
     public enum Priority: Int, Sendable {
         case immediate = 10
         case throttled = 5
@@ -128,7 +128,7 @@ public struct APNsNotification: Sendable, Equatable {
     }
 
     /// The request's header block; `authorization` is the field's whole value (`bearer <provider token>`).
-    func headerBlock(authority: String, authorization: String?) -> HTTP2HeaderBlock {
+    public func headerBlock(authority: String, authorization: String?) -> HTTP2HeaderBlock {
         // The names and the values of bounded length take at most 195 bytes; the others are counted. (A fixed
         // 250 plus some of them was too small, and each push's block was copied once as it grew.)
         var block = HTTP2HeaderBlock(

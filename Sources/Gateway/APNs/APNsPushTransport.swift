@@ -59,9 +59,9 @@ public final class APNsPushTransport: PushTransport {
     private let listener = Mutex<CandidateListener?>(nil)
     /// Rounds in a row in which every push made with a candidate failed to reach APNs, per candidate.
     private let candidateFailures = Mutex<[String: Int]>([:])
-    private let clientConfiguration: @Sendable (APNsEndpoint) -> APNsClientConfiguration
+    private let clientConfiguration: @Sendable (APNsEndpoint) -> HTTP2PushClientConfiguration
     private let logger: Logger
-    private let clients = Mutex<[Key: (client: APNsClient, tokens: ProviderTokenCache?)]>([:])
+    private let clients = Mutex<[Key: (client: HTTP2PushClient, tokens: ProviderTokenCache?)]>([:])
     /// One token cache per signing identity, shared by its pools in both environments.
     private let tokenCaches = Mutex<[String: ProviderTokenCache]>([:])
     /// Where the deployment's nodes share one provider token per key (nil: each process keeps its own).
@@ -73,8 +73,8 @@ public final class APNsPushTransport: PushTransport {
         defaultIdentity: APNsCredential?,
         tokenStore: (any ProviderTokenStore)? = nil,
         logger: Logger,
-        clientConfiguration: @escaping @Sendable (APNsEndpoint) -> APNsClientConfiguration = {
-            APNsClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
+        clientConfiguration: @escaping @Sendable (APNsEndpoint) -> HTTP2PushClientConfiguration = {
+            HTTP2PushClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
         }
     ) {
         self.endpoints = endpoints
@@ -213,12 +213,12 @@ public final class APNsPushTransport: PushTransport {
         var payloads = PayloadCache()
         // A batch is nearly always one tenant's pushes to one environment: its client is looked up once (three
         // hash lookups and a lock per push were 1.1% of the gateway's time).
-        var last: (tenant: TenantID, environment: APNsEnvironment, choice: Choice?, client: APNsClient?)?
+        var last: (tenant: TenantID, environment: APNsEnvironment, choice: Choice?, client: HTTP2PushClient?)?
         // By position: iterating the pushes copied each one, and its strings.
         for index in pushes.indices {
             let tenant = pushes[index].tenant
             let environment = pushes[index].device.environment
-            let found: APNsClient?
+            let found: HTTP2PushClient?
             let chosen: Choice?
             if let last, last.tenant == tenant, last.environment == environment {
                 found = last.client
@@ -283,12 +283,12 @@ public final class APNsPushTransport: PushTransport {
 
     /// The pushes of a batch that go through one client, and their places in the batch.
     struct Group {
-        let client: APNsClient
+        let client: HTTP2PushClient
         let choice: Choice
         var indices: [Int] = []
         var notifications: [APNsNotification] = []
 
-        init(_ client: APNsClient, _ choice: Choice, capacity: Int) {
+        init(_ client: HTTP2PushClient, _ choice: Choice, capacity: Int) {
             self.client = client
             self.choice = choice
             indices.reserveCapacity(capacity)
@@ -375,7 +375,7 @@ public final class APNsPushTransport: PushTransport {
     public struct Pool: Sendable {
         public var tenant: TenantID?
         public var environment: APNsEnvironment
-        public var client: APNsClient
+        public var client: HTTP2PushClient
         public var tokenIssuedAt: Date?
     }
 
@@ -399,7 +399,7 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// The pools, for inspection and shutdown.
-    public var allClients: [APNsClient] { clients.withLock { $0.values.map(\.client) } }
+    public var allClients: [HTTP2PushClient] { clients.withLock { $0.values.map(\.client) } }
 
     public func shutdown() async {
         for client in allClients { await client.shutdown() }
@@ -431,20 +431,23 @@ public final class APNsPushTransport: PushTransport {
 
     /// A candidate's pushes wait at most ten seconds for a connection: two such rounds without one refuse it, and
     /// the pushes go out with the previous credential (rather than waiting a minute each).
-    private func patience(_ configuration: APNsClientConfiguration, _ choice: Choice) -> APNsClientConfiguration {
+    private func patience(
+        _ configuration: HTTP2PushClientConfiguration,
+        _ choice: Choice
+    ) -> HTTP2PushClientConfiguration {
         guard choice.candidate != nil else { return configuration }
         var configuration = configuration
         configuration.unreachableWait = min(configuration.unreachableWait, .seconds(10))
         return configuration
     }
 
-    private func client(_ choice: Choice) -> APNsClient {
+    private func client(_ choice: Choice) -> HTTP2PushClient {
         let key = choice.key
         let identity = choice.credential
         let endpoint = endpoints[key.environment]!
         return clients.withLock { clients in
             if let existing = clients[key] { return existing.client }
-            let client: APNsClient
+            let client: HTTP2PushClient
             var tokens: ProviderTokenCache?
             switch identity {
             case .token(let signing):
@@ -456,7 +459,7 @@ public final class APNsPushTransport: PushTransport {
                     return cache
                 }
                 tokens = cache
-                client = APNsClient(
+                client = HTTP2PushClient(
                     configuration: patience(clientConfiguration(endpoint), choice),
                     authentication: .token(cache),
                     logger: logger
@@ -465,7 +468,7 @@ public final class APNsPushTransport: PushTransport {
                 var withCertificate = endpoint
                 withCertificate.tls.certificateChain = chain
                 withCertificate.tls.privateKey = privateKey
-                client = APNsClient(
+                client = HTTP2PushClient(
                     configuration: patience(clientConfiguration(withCertificate), choice),
                     authentication: .certificate,
                     logger: logger

@@ -5,16 +5,74 @@ import NIOCore
 import NIOSSL
 import Synchronization
 
-/// How the broker proves itself to APNs.
-public enum APNsAuthentication: Sendable {
-    /// Provider token (JWT) shared by every connection of the identity.
+/// How the broker proves itself to a push service.
+public enum PushAuthentication: Sendable {
+    /// APNs' provider token (JWT) shared by every connection of the identity.
     case token(ProviderTokenCache)
-    /// TLS client certificate, configured in `APNsClientConfiguration.tls`.
+    /// An OAuth2 access token (FCM's), from a source that caches and refreshes it.
+    case accessToken(any AccessTokenSource)
+    /// TLS client certificate, configured in `HTTP2PushClientConfiguration.tls`.
     case certificate
+
+    /// Whether a connection carries one stream until a push on it is accepted (a token may be refused).
+    var provesByToken: Bool {
+        if case .certificate = self { false } else { true }
+    }
 }
 
-/// Configuration of one APNs client (one tenant identity and environment).
-public struct APNsClientConfiguration: Sendable {
+/// Where a bearer access token comes from: cached, and refreshed before it expires or when the service refused it.
+public protocol AccessTokenSource: Sendable {
+    /// A valid access token.
+    func token() async throws -> String
+    /// Forgets `refused` (the service answered 401 to it): the next `token()` is a fresh one.
+    func invalidate(_ refused: String) async
+}
+
+/// What one push service's HTTP/2 API means to the pool that sends to it: its name in logs, how an answer maps
+/// into a `PushResult`, an accepted push's id, and how it asks for a pause.
+public struct PushDialect: Sendable {
+    public var name: String
+    /// The answer as a `PushResult` (every status; 200 is `accepted` with `acceptedID`).
+    public var result: @Sendable (HTTP2Message) -> PushResult
+    /// The id a 200 answer gives the push (APNs' `apns-id`, FCM's message name).
+    public var acceptedID: @Sendable (HTTP2Message) -> String
+    /// APNs: a 503 is waited out in the pool (it pauses until its next attempt) and the push sent again within
+    /// its patience. Otherwise the answer goes back to the gateway's retries, and `pauseAsked` pauses the pool.
+    public var waitsOutUnavailable: Bool
+    /// A pause the service asked every sender for (FCM's `Retry-After` on 429 and 503): nothing is sent over the
+    /// pool's connections until it ends. Its quota is paced, not hammered.
+    public var pauseAsked: @Sendable (HTTP2Message) -> Duration?
+
+    public init(
+        name: String,
+        result: @escaping @Sendable (HTTP2Message) -> PushResult,
+        acceptedID: @escaping @Sendable (HTTP2Message) -> String,
+        waitsOutUnavailable: Bool,
+        pauseAsked: @escaping @Sendable (HTTP2Message) -> Duration? = { _ in nil }
+    ) {
+        self.name = name
+        self.result = result
+        self.acceptedID = acceptedID
+        self.waitsOutUnavailable = waitsOutUnavailable
+        self.pauseAsked = pauseAsked
+    }
+
+    public static let apns = PushDialect(
+        name: "APNs",
+        result: HTTP2PushClient.apnsResult(of:),
+        acceptedID: { $0["apns-id"] ?? "" },
+        waitsOutUnavailable: true
+    )
+}
+
+/// One request to a push service: its header block and body.
+public protocol PushRequest: Sendable {
+    func headerBlock(authority: String, authorization: String?) -> HTTP2HeaderBlock
+    var payload: Data { get }
+}
+
+/// Configuration of one push client (one tenant identity and environment, or one FCM service account).
+public struct HTTP2PushClientConfiguration: Sendable {
     public var host: String
     public var port: Int
     /// Trust roots and, for certificate auth, the client certificate (PEM or PKCS#12 loaded by the caller).
@@ -27,11 +85,11 @@ public struct APNsClientConfiguration: Sendable {
     public var connectTimeout: Duration
     /// Requests waiting for a free stream beyond which `send` fails fast (memory stays bounded).
     public var maximumWaiting: Int
-    /// First and largest pause between connection attempts while APNs cannot be reached (jittered, doubling):
+    /// First and largest pause between connection attempts while the service cannot be reached (jittered, doubling):
     /// after an outage the next attempt comes at most `maximumReconnectBackoff` after it ends.
     public var reconnectBackoff: Duration
     public var maximumReconnectBackoff: Duration
-    /// How long a push waits for an unreachable APNs (through the pool's next attempts) before it fails and its
+    /// How long a push waits for an unreachable service (through the pool's next attempts) before it fails and its
     /// own retries (then the gateway's sweep) take over.
     public var unreachableWait: Duration
 
@@ -62,13 +120,14 @@ public struct APNsClientConfiguration: Sendable {
     }
 }
 
-/// Sends pushes to APNs over a pool of HTTP/2 connections on the libnghttp2 engine.
+/// Sends pushes to one push service (APNs, FCM: its `dialect`) over a pool of HTTP/2 connections on the
+/// libnghttp2 engine.
 ///
 /// In-flight streams never exceed what the server allows: a token connection carries one stream until a push
 /// succeeds, then follows SETTINGS_MAX_CONCURRENT_STREAMS as it changes. When every connection is full it opens
 /// another, up to the limit, then callers wait (bounded). GOAWAY drains a connection; REFUSED_STREAM and
 /// streams above a GOAWAY are resent; reconnects back off with jitter.
-public actor APNsClient {
+public actor HTTP2PushClient {
     /// A connection's state that its event loop updates (GOAWAY, close) and the pool reads.
     final class Link: Sendable {
         let connection: HTTP2ClientConnection
@@ -92,12 +151,13 @@ public actor APNsClient {
         let link: Link
         var verified: Bool
         var lastUsed = ContinuousClock.now
-        /// Whether APNs accepted a push on it.
+        /// Whether the service accepted a push on it.
         var carriedPushes = false
     }
 
-    public nonisolated let configuration: APNsClientConfiguration
-    let authentication: APNsAuthentication
+    public nonisolated let configuration: HTTP2PushClientConfiguration
+    let authentication: PushAuthentication
+    public nonisolated let dialect: PushDialect
     let logger: Logger
     var pool: [ObjectIdentifier: Pooled] = [:]
     var connecting = 0
@@ -112,9 +172,15 @@ public actor APNsClient {
     /// Decides which answers retire their connection (those whose retry needs a new one).
     let policy = PushOutcomePolicy()
 
-    public init(configuration: APNsClientConfiguration, authentication: APNsAuthentication, logger: Logger) {
+    public init(
+        configuration: HTTP2PushClientConfiguration,
+        authentication: PushAuthentication,
+        dialect: PushDialect = .apns,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.authentication = authentication
+        self.dialect = dialect
         self.logger = logger
         self.schedule = ReconnectSchedule(
             initialBackoff: configuration.reconnectBackoff,
@@ -123,7 +189,7 @@ public actor APNsClient {
     }
 
     /// Sends one push; never throws: every failure is a `PushResult` the outcome policy understands.
-    public func send(_ notification: APNsNotification) async -> PushResult {
+    public func send(_ notification: some PushRequest) async -> PushResult {
         let headers: HTTP2HeaderBlock
         do {
             headers = notification.headerBlock(authority: configuration.host, authorization: try await authorization())
@@ -151,11 +217,14 @@ public actor APNsClient {
                     deadline: TimeAmount(configuration.requestDeadline)
                 )
                 giveBack(lease, streams: 1)
-                let result = Self.result(of: response)
+                let result = dialect.result(response)
                 settle(lease, accepted: response.status == 200, retire: retires(result))
                 stats.sent += 1
+                if let pause = dialect.pauseAsked(response) { hold(for: pause) }
                 // APNs is unavailable: wait for the pool's next attempt and send again, within the push's patience.
-                if case .rejected(503, let reason, _) = result, ContinuousClock.now < giveUpAt {
+                if dialect.waitsOutUnavailable, case .rejected(503, let reason, _) = result,
+                    ContinuousClock.now < giveUpAt
+                {
                     unavailable(round: round, reason: reason)
                     unavailableAnswer = result
                     continue
@@ -164,7 +233,7 @@ public actor APNsClient {
             } catch let error as HTTP2EngineError {
                 giveBack(lease, streams: 1)
                 settle(lease, accepted: false, retire: error.code == .deadlineExceeded)
-                // Not processed by APNs (REFUSED_STREAM, above a GOAWAY): resend at once, at most twice.
+                // Not processed by the service (REFUSED_STREAM, above a GOAWAY): resend at once, at most twice.
                 if error.code == .notProcessed, attempt < 3 { continue }
                 return .transportFailure(description: error.description, resendable: error.code == .notProcessed)
             } catch {
@@ -176,14 +245,14 @@ public actor APNsClient {
 
     /// Sends several pushes with as few hops as possible: streams are leased in chunks, each chunk goes to its
     /// connection's event loop in one hop and one write. Answers come in the order given; like `send`, every
-    /// failure is a `PushResult`. Streams not processed by APNs (REFUSED_STREAM, above a GOAWAY) are resent, at
+    /// failure is a `PushResult`. Streams not processed by the service (REFUSED_STREAM, above a GOAWAY) are resent, at
     /// most twice.
     ///
     /// Each answer gives its stream back as it comes, so a slow answer holds one stream, not its whole chunk's;
     /// `onAnswer` runs then too (on the event loop), for every answer that came over a connection, with the
-    /// push's index and, when APNs accepted it, its apns-id (a resent push may be reported more than once).
+    /// push's index and, when the service accepted it, its id (a resent push may be reported more than once).
     public func send(
-        batch notifications: [APNsNotification],
+        batch notifications: [some PushRequest],
         onAnswer: (@Sendable (_ index: Int, _ acceptedID: String?) -> Void)? = nil
     ) async -> [PushAnswer] {
         let authorization: String?
@@ -234,7 +303,7 @@ public actor APNsClient {
                                 response in
                                 if held.take(1) > 0 { self.giveBack(lease.link, streams: 1) }
                                 guard let onAnswer else { return }
-                                let accepted = response.flatMap { $0.status == 200 ? ($0["apns-id"] ?? "") : nil }
+                                let accepted = response.flatMap { $0.status == 200 ? self.dialect.acceptedID($0) : nil }
                                 onAnswer(indices[position], accepted)
                             }
                             let unanswered = held.takeAll()
@@ -256,10 +325,11 @@ public actor APNsClient {
                     for (index, answer) in zip(chunk.indices, chunk.answers) {
                         let latency = Duration.nanoseconds(answer.latency.nanoseconds)
                         switch answer.result {
-                        case .success(let response) where response.status == 503 && ContinuousClock.now < giveUpAt:
+                        case .success(let response)
+                        where dialect.waitsOutUnavailable && response.status == 503 && ContinuousClock.now < giveUpAt:
                             // APNs is unavailable: sent again after the pool's next attempt.
                             stats.sent += 1
-                            let result = Self.result(of: response)
+                            let result = dialect.result(response)
                             if unavailableReason == nil, case .rejected(_, let reason, _) = result {
                                 unavailableReason = reason
                             }
@@ -267,7 +337,8 @@ public actor APNsClient {
                             resend.append(index)
                         case .success(let response):
                             stats.sent += 1
-                            answers[index] = PushAnswer(result: Self.result(of: response), latency: latency)
+                            if let pause = dialect.pauseAsked(response) { hold(for: pause) }
+                            answers[index] = PushAnswer(result: dialect.result(response), latency: latency)
                         case .failure(let error) where error.code == .notProcessed && attempt < 3:
                             resend.append(index)
                         case .failure(let error):
@@ -324,7 +395,7 @@ public actor APNsClient {
         (stats.sent, stats.connectionsOpened, losses.load(ordering: .relaxed))
     }
 
-    /// Whether APNs has been unreachable (failed attempts in a row, since when, the latest error).
+    /// Whether the service has been unreachable (failed attempts in a row, since when, the latest error).
     public var reachability: (failures: Int, since: ContinuousClock.Instant?, lastError: String?) {
         (schedule.streak.failures, schedule.streak.since, schedule.streak.lastError)
     }
@@ -337,15 +408,20 @@ public actor APNsClient {
         waiters.removeAll()
     }
 
-    /// The `authorization` field's value with token auth (`bearer <provider token>`); nil with a certificate.
-    private func authorization() async throws -> String? {
-        guard case .token(let cache) = authentication else { return nil }
-        return "bearer \(try await cache.token())"
+    /// The `authorization` field's value with a token (`bearer <provider token>`, `Bearer <access token>`); nil
+    /// with a certificate.
+    func authorization() async throws -> String? {
+        switch authentication {
+        case .token(let cache): "bearer \(try await cache.token())"
+        case .accessToken(let source): "Bearer \(try await source.token())"
+        case .certificate: nil
+        }
     }
 
     // MARK: Responses
 
-    static func result(of response: HTTP2Message) -> PushResult {
+    /// APNs' answers.
+    static func apnsResult(of response: HTTP2Message) -> PushResult {
         guard let status = response.status else {
             return .transportFailure(description: "an answer without :status", resendable: false)
         }

@@ -4,14 +4,14 @@ import NIOCore
 import Synchronization
 
 /// The pool: leasing streams, opening connections on the reconnect schedule, noticing losses, retiring
-/// connections, and logging when APNs becomes unreachable and reachable again.
-extension APNsClient {
+/// connections, and logging when the service becomes unreachable and reachable again.
+extension HTTP2PushClient {
     func limit(_ entry: Pooled) -> Int {
-        if case .token = authentication, !entry.verified { return 1 }
+        if authentication.provesByToken, !entry.verified { return 1 }
         return Int(max(1, entry.link.maxStreams.load(ordering: .relaxed)))
     }
 
-    /// A connection with a free stream, opening one or waiting as needed. While APNs cannot be reached the
+    /// A connection with a free stream, opening one or waiting as needed. While the service cannot be reached the
     /// caller waits for the pool's next attempts (one probe at a time, `ReconnectSchedule`), up to
     /// `unreachableWait`; then it fails and the caller's retry policy takes over.
     func acquire(
@@ -21,10 +21,10 @@ extension APNsClient {
         // Whether `streamWanted` was raised since the last look: then one more look, and only then a wait.
         var announced = false
         while !Task.isCancelled {
-            // APNs answered 503: nothing is sent before the pool's next attempt.
+            // APNs answered 503, or FCM asked for a pause: nothing is sent before it ends.
             if let pausedUntil = schedule.paused(now: .now) {
                 guard pausedUntil <= giveUpAt else {
-                    return .failure(AcquireFailure("APNs is unavailable (503); the pool keeps trying"))
+                    return .failure(AcquireFailure("\(dialect.name) asked for a pause; the pool keeps trying"))
                 }
                 do {
                     try await Task.sleep(until: pausedUntil, clock: .continuous)
@@ -50,7 +50,7 @@ extension APNsClient {
             }
             if open == 0 {
                 guard now < giveUpAt, schedule.nextAttemptAt <= giveUpAt || connecting > 0 else {
-                    return .failure(AcquireFailure("APNs is unreachable; the pool keeps trying"))
+                    return .failure(AcquireFailure("\(dialect.name) is unreachable; the pool keeps trying"))
                 }
                 if connecting == 0 {
                     // Backing off: the next attempt is this caller's.
@@ -64,7 +64,7 @@ extension APNsClient {
                 // Another caller's probe is running: wait for its outcome below.
             }
             guard waiters.count < configuration.maximumWaiting else {
-                return .failure(AcquireFailure("too many pushes waiting for an APNs stream"))
+                return .failure(AcquireFailure("too many pushes waiting for a \(dialect.name) stream"))
             }
             // Raised before the last look: an answer after that look sees it and wakes the waiters.
             if !announced {
@@ -147,7 +147,7 @@ extension APNsClient {
             // A dead token's 410 never asks for a new connection: its body is not parsed here (it is once more
             // when the batch is collected).
             case .success(let response) where response.status == 410: break
-            case .success(let response): retire = retire || retires(Self.result(of: response))
+            case .success(let response): retire = retire || retires(dialect.result(response))
             case .failure(let error): retire = retire || error.code == .deadlineExceeded
             }
         }
@@ -158,8 +158,8 @@ extension APNsClient {
         let id = ObjectIdentifier(link)
         if retire, !link.draining.exchange(true, ordering: .relaxed) {
             logger.info(
-                "APNs connection retired: a stream timed out or APNs asked for a new connection",
-                metadata: ["apns.host": "\(configuration.host)"]
+                "\(dialect.name) connection retired: a stream timed out or \(dialect.name) asked for a new connection",
+                metadata: ["push.host": "\(configuration.host)"]
             )
         }
         guard accepted else { return }
@@ -175,9 +175,14 @@ extension APNsClient {
         log(schedule.unavailable(round: round, reason: reason, now: .now, jitter: Double.random(in: 0.5...1.5)))
     }
 
+    /// The service asked every sender to pause (FCM's `Retry-After`): nothing goes out before `pause` ends.
+    func hold(for pause: Duration) {
+        schedule.hold(until: .now + pause)
+    }
+
     /// Whether an answer asks for the retry to go over another connection (the outcome policy's `newConnection`).
     func retires(_ result: PushResult) -> Bool {
-        guard case .rejected = result else { return false }
+        guard result.refusal != nil else { return false }
         if case .retry(_, newConnection: true) = policy.action(for: result, attempt: 1) { return true }
         return false
     }
@@ -193,14 +198,14 @@ extension APNsClient {
         switch transition {
         case .startedFailing(let error):
             logger.error(
-                "APNs unreachable; pushes wait for the pool's next connection attempt",
-                metadata: ["apns.host": "\(configuration.host)", "error": "\(error)"]
+                "\(dialect.name) unreachable; pushes wait for the pool's next connection attempt",
+                metadata: ["push.host": "\(configuration.host)", "error": "\(error)"]
             )
         case .recovered(let failures, let duration):
             logger.notice(
-                "APNs reachable again",
+                "\(dialect.name) reachable again",
                 metadata: [
-                    "apns.host": "\(configuration.host)", "failures": "\(failures)",
+                    "push.host": "\(configuration.host)", "failures": "\(failures)",
                     "unreachable_ms": "\(Int(duration / .milliseconds(1)))",
                 ]
             )
@@ -244,12 +249,11 @@ extension APNsClient {
             let (streams, _, usable) = try await connection.streamState()
             link.maxStreams.store(streams, ordering: .relaxed)
             if !usable { link.draining.store(true, ordering: .relaxed) }
-            let certificate: Bool = if case .certificate = authentication { true } else { false }
-            pool[ObjectIdentifier(link)] = Pooled(link: link, verified: certificate)
+            pool[ObjectIdentifier(link)] = Pooled(link: link, verified: !authentication.provesByToken)
             stats.connectionsOpened += 1
             logger.debug(
-                "APNs connection opened",
-                metadata: ["apns.host": "\(configuration.host)", "apns.streams": "\(streams)"]
+                "\(dialect.name) connection opened",
+                metadata: ["push.host": "\(configuration.host)", "push.streams": "\(streams)"]
             )
         } catch {
             if Task.isCancelled { return }
@@ -262,10 +266,10 @@ extension APNsClient {
                 )
             )
             logger.debug(
-                "cannot connect to APNs",
+                "cannot connect to \(dialect.name)",
                 metadata: [
-                    "apns.host": "\(configuration.host)", "error": "\(error)",
-                    "apns.next_attempt_ms":
+                    "push.host": "\(configuration.host)", "error": "\(error)",
+                    "push.next_attempt_ms":
                         "\(Int(ContinuousClock.now.duration(to: schedule.nextAttemptAt) / .milliseconds(1)))",
                 ]
             )

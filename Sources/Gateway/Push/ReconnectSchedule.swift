@@ -15,6 +15,8 @@ struct ReconnectSchedule: Sendable {
     private(set) var round = 0
     /// Until when APNs asked not to be sent to (503 answers): pushes wait for it even over open connections.
     private(set) var pausedUntil: ContinuousClock.Instant?
+    /// Until when the service asked not to be sent to (FCM's `Retry-After`).
+    private(set) var heldUntil: ContinuousClock.Instant?
 
     init(initialBackoff: Duration, maximumBackoff: Duration, now: ContinuousClock.Instant = .now) {
         streak = FailureStreak(initialBackoff: initialBackoff, maximumBackoff: maximumBackoff)
@@ -78,10 +80,16 @@ struct ReconnectSchedule: Sendable {
         return transition
     }
 
-    /// Whether pushes must wait (APNs answered 503), and until when.
+    /// The service asked every sender to pause until `until` (FCM's `Retry-After`): not ended by an accepted push,
+    /// which may have been in flight before the pause was asked for.
+    mutating func hold(until: ContinuousClock.Instant) {
+        heldUntil = max(heldUntil ?? until, until)
+    }
+
+    /// Whether pushes must wait (APNs answered 503, FCM asked for a pause), and until when.
     func paused(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
-        guard let pausedUntil, now < pausedUntil else { return nil }
-        return pausedUntil
+        let until = max(pausedUntil ?? now, heldUntil ?? now)
+        return now < until ? until : nil
     }
 
     /// APNs accepted a push: the pool works; returns `.recovered` when that ends an outage.
