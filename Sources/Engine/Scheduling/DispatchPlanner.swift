@@ -123,7 +123,7 @@ public struct DispatchPlanner: Sendable {
 
 extension Duration {
     /// The duration in seconds, with attosecond precision dropped below a nanosecond.
-    var seconds: Double {
+    public var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds / 1_000_000_000) / 1e9
     }

@@ -74,7 +74,7 @@ public final class APNsPushTransport: PushTransport {
         tokenStore: (any ProviderTokenStore)? = nil,
         logger: Logger,
         clientConfiguration: @escaping @Sendable (APNsEndpoint) -> HTTP2PushClientConfiguration = {
-            HTTP2PushClientConfiguration(host: $0.host, port: $0.port, tls: $0.tls, serverHostname: $0.serverHostname)
+            HTTP2PushClientConfiguration($0)
         }
     ) {
         self.endpoints = endpoints

@@ -194,7 +194,7 @@ public actor HTTP2PushClient {
         do {
             headers = notification.headerBlock(authority: configuration.host, authorization: try await authorization())
         } catch {
-            return .transportFailure(description: "cannot sign a provider token", resendable: true)
+            return .transportFailure(description: "cannot get a token to authenticate with: \(error)", resendable: true)
         }
         let body = ByteBuffer(bytes: notification.payload)
         let giveUpAt = ContinuousClock.now + configuration.unreachableWait
@@ -259,7 +259,10 @@ public actor HTTP2PushClient {
         do {
             authorization = try await self.authorization()
         } catch {
-            let failure = PushResult.transportFailure(description: "cannot sign a provider token", resendable: true)
+            let failure = PushResult.transportFailure(
+                description: "cannot get a token to authenticate with: \(error)",
+                resendable: true
+            )
             return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
         }
         // Pushes in a row with the same payload (a batch's, mostly) share one buffer: its bytes are only read.
@@ -394,6 +397,9 @@ public actor HTTP2PushClient {
     public var counters: (sent: Int, connectionsOpened: Int, goAways: Int) {
         (stats.sent, stats.connectionsOpened, losses.load(ordering: .relaxed))
     }
+
+    /// Until when nothing is sent: the service asked for a pause (APNs' 503, FCM's `Retry-After`); nil: no pause.
+    public var pausedUntil: ContinuousClock.Instant? { schedule.paused(now: .now) }
 
     /// Whether the service has been unreachable (failed attempts in a row, since when, the latest error).
     public var reachability: (failures: Int, since: ContinuousClock.Instant?, lastError: String?) {

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import _CryptoExtras
 
 extension APNsSimulator {
     /// The control API, on the simulator's own listener:
@@ -9,7 +10,11 @@ extension APNsSimulator {
     /// - `PUT /_simulator/tokens/{token}`: `{"state": "valid" | "unregistered" | "otherTopic" | "otherEnvironment",
     ///   "since": <epoch seconds>}`;
     /// - `PUT /_simulator/stream-limit`: `{"limit": N}`, announced on every connection;
-    /// - `POST /_simulator/goaway`: `{"reason": "Shutdown"}` on every connection.
+    /// - `POST /_simulator/goaway`: `{"reason": "Shutdown"}` on every connection;
+    /// - `GET /_simulator/fcm/accepted[?offset=N&limit=M]`: the FCM side's record, like APNs'; `DELETE` clears it;
+    /// - `PUT /_simulator/fcm/accounts/{client_email}`: `{"project_id": "...", "public_key": "<PEM>"}`, a service
+    ///   account the token endpoint then knows (a key file's `private_key` is taken too: only its public half is
+    ///   kept).
     ///
     /// Every control request carries `Authorization: Bearer <controlToken>`; bad input gets a problem answer.
     func handleControl(_ request: HTTP2ServerRequest) {
@@ -73,6 +78,48 @@ extension APNsSimulator {
         case ("DELETE", "/_simulator/accepted"):
             clearRecord()
             request.respond(status: 204)
+        case ("GET", "/_simulator/fcm/accepted"):
+            struct Listing: Encodable {
+                var accepted: Int
+                var rejected: Int
+                var tokensIssued: Int
+                var messages: [AcceptedFCMMessage]
+            }
+            let offset = max(0, parameter("offset", 0))
+            let limit = min(max(0, parameter("limit", 1000)), 1000)
+            let listing = state.withLock {
+                Listing(
+                    accepted: $0.fcmCounts.accepted,
+                    rejected: $0.fcmCounts.rejected,
+                    tokensIssued: $0.fcmCounts.tokensIssued,
+                    messages: Array($0.fcmAccepted.dropFirst(offset).prefix(limit))
+                )
+            }
+            json(200, listing)
+        case ("DELETE", "/_simulator/fcm/accepted"):
+            clearFCMRecord()
+            request.respond(status: 204)
+        case ("PUT", let path) where path.hasPrefix("/_simulator/fcm/accounts/"):
+            let email = String(path.dropFirst("/_simulator/fcm/accounts/".count)).removingPercentEncoding ?? ""
+            guard (3...320).contains(email.utf8.count), email.contains("@") else {
+                return problem(400, "the account must be a client_email address")
+            }
+            guard let project = object["project_id"] as? String, (1...100).contains(project.utf8.count) else {
+                return problem(400, "project_id must be a project id")
+            }
+            let publicKey: _RSA.Signing.PublicKey
+            if let pem = object["public_key"] as? String, let key = try? _RSA.Signing.PublicKey(pemRepresentation: pem)
+            {
+                publicKey = key
+            } else if let pem = object["private_key"] as? String,
+                let key = try? _RSA.Signing.PrivateKey(pemRepresentation: pem)
+            {
+                publicKey = key.publicKey
+            } else {
+                return problem(400, "public_key (or private_key) must be an RSA key in PEM")
+            }
+            setFCMAccount(email, FCMSimulatedAccount(projectID: project, publicKey: publicKey))
+            request.respond(status: 204)
         case ("PUT", "/_simulator/faults"):
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .secondsSince1970
@@ -91,8 +138,8 @@ extension APNsSimulator {
             request.respond(status: 204)
         case ("PUT", let path) where path.hasPrefix("/_simulator/tokens/"):
             let token = String(path.dropFirst("/_simulator/tokens/".count))
-            guard (1...200).contains(token.utf8.count), token.utf8.allSatisfy({ $0 < 0x80 && $0 > 0x20 }) else {
-                return problem(400, "the token must be 1-200 printable ASCII characters")
+            guard (1...4096).contains(token.utf8.count), token.utf8.allSatisfy({ $0 < 0x80 && $0 > 0x20 }) else {
+                return problem(400, "the token must be 1-4096 printable ASCII characters")
             }
             let tokenState: SimulatedTokenState
             switch object["state"] as? String {

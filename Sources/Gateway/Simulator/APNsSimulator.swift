@@ -29,6 +29,8 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var idleTimeout: Duration
     /// How many connections, and how long a new one may take to finish its handshake and speak.
     public var connectionLimits: ConnectionLimits
+    /// FCM: the service accounts its token endpoint (`POST /token`) knows, by `client_email`.
+    public var fcmAccounts: [String: FCMSimulatedAccount] = [:]
 
     public init(
         host: String = "127.0.0.1",
@@ -80,6 +82,12 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
     /// In benchmark mode, this percentage of device tokens (chosen by a stable hash of the token) is dead: half
     /// answer 410 Unregistered, half 400 BadDeviceToken.
     public var deadTokenPercent: Int = 0
+    /// FCM: the next N messages get 429 QUOTA_EXCEEDED.
+    public var quotaExceededNext: Int = 0
+    /// FCM: the `Retry-After` its 429 and 503 answers carry, in seconds (0: none).
+    public var retryAfterSeconds: Int = 0
+    /// FCM: the token endpoint's next N exchanges fail (500 internal_failure).
+    public var tokenFailNext: Int = 0
 
     public init() {}
 
@@ -121,6 +129,9 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
         refuseNext = try integer(.refuseNext, 0...Self.maximumCount)
         dropNext = try integer(.dropNext, 0...Self.maximumCount)
         deadTokenPercent = try integer(.deadTokenPercent, 0...100)
+        quotaExceededNext = try integer(.quotaExceededNext, 0...Self.maximumCount)
+        retryAfterSeconds = try integer(.retryAfterSeconds, 0...3600)
+        tokenFailNext = try integer(.tokenFailNext, 0...Self.maximumCount)
         latencyMilliseconds = try real(.latencyMilliseconds, Double(Self.maximumDelayMilliseconds))
         latencySpread = try real(.latencySpread, Self.maximumLatencySpread)
         goAwayReason = try container.decodeIfPresent(String.self, forKey: .goAwayReason)
@@ -189,6 +200,12 @@ public final class APNsSimulator: Sendable {
         var streamLimitOverride: UInt32?
         /// Connections that sent GOAWAY, with the last stream they promised to process.
         var goAwayLastStream: [ObjectIdentifier: Int32] = [:]
+        /// FCM: the service accounts the token endpoint knows, by address.
+        var fcmAccounts: [String: FCMSimulatedAccount] = [:]
+        /// FCM: access tokens issued.
+        var fcmIssued: [String: IssuedAccessToken] = [:]
+        var fcmAccepted: [AcceptedFCMMessage] = []
+        var fcmCounts = (accepted: 0, rejected: 0, tokensIssued: 0)
     }
 
     /// What one request may carry: APNs' own requests need a few hundred bytes of headers and at most 5 KiB of
@@ -204,6 +221,7 @@ public final class APNsSimulator: Sendable {
     public init(configuration: APNsSimulatorConfiguration, now: @escaping @Sendable () -> Date = Date.init) {
         self.configuration = configuration
         self.now = now
+        state.withLock { $0.fcmAccounts = configuration.fcmAccounts }
     }
 
     /// Starts listening; returns the bound port.
@@ -253,8 +271,14 @@ public final class APNsSimulator: Sendable {
 
     // MARK: Control (in-process; the same operations are reachable over `/_simulator/`)
 
+    /// What the simulator knows of a device: an APNs token (hex, any case) or an FCM one (kept as written).
     public func setToken(_ token: String, _ tokenState: SimulatedTokenState) {
-        state.withLock { $0.tokens[token.lowercased()] = tokenState }
+        state.withLock { $0.tokens[Self.tokenKey(token)] = tokenState }
+    }
+
+    /// APNs tokens are hex in any case; FCM's are case-sensitive.
+    static func tokenKey(_ token: String) -> String {
+        token.utf8.allSatisfy { $0 < 0x80 && Character(UnicodeScalar($0)).isHexDigit } ? token.lowercased() : token
     }
 
     public func setFaults(_ faults: SimulatorFaults) {
@@ -311,6 +335,10 @@ public final class APNsSimulator: Sendable {
             )
             return
         }
+        if FCMValidation.project(ofPath: message[":path"]) != nil || message[":path"] == "/token" {
+            handleFCM(request, connection)
+            return
+        }
         if configuration.benchmarkMode {
             // Minimal work: no validation, no record; a count, and a dead-token verdict when asked for.
             let faults = state.withLock { $0.faults }
@@ -348,32 +376,9 @@ public final class APNsSimulator: Sendable {
             return
         }
         let connectionID = ObjectIdentifier(connection.channel)
-        enum Plan {
-            case hang, refuse, drop
-            case goAway(String)
-            case answer(Int, [HTTP2Header], ByteBuffer?, announce: UInt32?)
-        }
         let now = self.now()
         let plan: Plan = state.withLock { state in
-            // After GOAWAY a server processes nothing above the last stream it named.
-            if let last = state.goAwayLastStream[connectionID], request.streamID > last { return .refuse }
-            if state.faults.hangNext > 0 {
-                state.faults.hangNext -= 1
-                return .hang
-            }
-            if state.faults.refuseNext > 0 {
-                state.faults.refuseNext -= 1
-                return .refuse
-            }
-            if state.faults.dropNext > 0 {
-                state.faults.dropNext -= 1
-                return .drop
-            }
-            if let reason = state.faults.goAwayReason {
-                state.faults.goAwayReason = nil
-                state.goAwayLastStream[connectionID] = request.streamID - 2
-                return .goAway(reason)
-            }
+            if let fault = Self.fault(&state, request, connectionID) { return fault }
             if let until = state.faults.unavailableUntil, now < until {
                 state.rejectedCount += 1
                 return .answer(503, [], Self.reasonBody("ServiceUnavailable", timestamp: nil), announce: nil)
@@ -425,6 +430,42 @@ public final class APNsSimulator: Sendable {
                 )
             }
         }
+        execute(plan, request, connection)
+    }
+
+    /// What the simulator does with a request instead of, or as, its answer.
+    enum Plan {
+        case hang, refuse, drop
+        case goAway(String)
+        case answer(Int, [HTTP2Header], ByteBuffer?, announce: UInt32?)
+    }
+
+    /// The faults every request meets first, whichever API it is for (taken from the counters as they apply).
+    static func fault(_ state: inout State, _ request: HTTP2ServerRequest, _ connectionID: ObjectIdentifier) -> Plan? {
+        // After GOAWAY a server processes nothing above the last stream it named.
+        if let last = state.goAwayLastStream[connectionID], request.streamID > last { return .refuse }
+        if state.faults.hangNext > 0 {
+            state.faults.hangNext -= 1
+            return .hang
+        }
+        if state.faults.refuseNext > 0 {
+            state.faults.refuseNext -= 1
+            return .refuse
+        }
+        if state.faults.dropNext > 0 {
+            state.faults.dropNext -= 1
+            return .drop
+        }
+        if let reason = state.faults.goAwayReason {
+            state.faults.goAwayReason = nil
+            state.goAwayLastStream[connectionID] = request.streamID - 2
+            return .goAway(reason)
+        }
+        return nil
+    }
+
+    /// Carries out a plan after the faults' delay and latency.
+    func execute(_ plan: Plan, _ request: HTTP2ServerRequest, _ connection: HTTP2ServerConnection) {
         var generator = SystemRandomNumberGenerator()
         let delay = state.withLock { $0.faults }.answerDelay(using: &generator)
         let execute: @Sendable () -> Void = {

@@ -257,10 +257,3 @@ final class WebhookDispatcher: Service, Sendable {
         }
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

@@ -1,0 +1,127 @@
+import Engine
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+
+/// One OAuth2 access token per service account: fetched with the JWT-bearer grant, cached, refreshed before it
+/// expires (at 80% of its life, and at least 5 minutes before), and refreshed once when FCM refuses it.
+///
+/// One exchange at a time: callers that need a token while one is being fetched wait for it. A failed exchange
+/// backs off (doubling from 1 s to 60 s, jittered): callers meanwhile fail at once with its error instead of
+/// hammering the token endpoint. Every exchange has a deadline.
+public actor FCMAccessTokens: AccessTokenSource {
+    public nonisolated let account: FCMServiceAccount
+    let tls: TLSConfiguration
+    let serverHostname: String?
+    let deadline: Duration
+    let logger: Logger
+    /// When tokens are due for refresh and failures may be retried.
+    let clock: any EngineClock
+    private var current: (token: String, refreshAt: Date)?
+    private var fetching: Task<(token: String, lifetime: Duration), any Error>?
+    private var failures = 0
+    private var retryAt: Date?
+    private var lastError: (any Error)?
+    /// Exchanges made (for tests and `/inspect`).
+    public private(set) var exchanges = 0
+
+    public init(
+        account: FCMServiceAccount,
+        tls: TLSConfiguration = .makeClientConfiguration(),
+        serverHostname: String? = nil,
+        deadline: Duration = .seconds(10),
+        clock: any EngineClock = SystemClock(),
+        logger: Logger
+    ) {
+        self.clock = clock
+        self.account = account
+        self.tls = tls
+        self.serverHostname = serverHostname
+        self.deadline = deadline
+        self.logger = logger
+    }
+
+    public func token() async throws -> String {
+        if let current, clock.now < current.refreshAt { return current.token }
+        if let fetching { return try await fetching.value.token }
+        if let retryAt, clock.now < retryAt, let lastError { throw lastError }
+        let task = Task { try await exchange() }
+        fetching = task
+        defer { fetching = nil }
+        do {
+            let (token, lifetime) = try await task.value
+            let refreshIn = min(lifetime * 0.8, lifetime - .seconds(300))
+            current = (token, clock.now + max(refreshIn, .zero).seconds)
+            failures = 0
+            retryAt = nil
+            lastError = nil
+            return token
+        } catch {
+            failures += 1
+            let pause = min(Duration.seconds(1) * (1 << min(failures - 1, 6)), .seconds(60))
+            retryAt = clock.now + (pause * Double.random(in: 0.5...1.5)).seconds
+            lastError = error
+            if failures == 1 {
+                logger.error(
+                    "FCM access token exchange failed; it is tried again with backoff",
+                    metadata: ["fcm.account": "\(account.clientEmail)", "error": "\(error)"]
+                )
+            }
+            throw error
+        }
+    }
+
+    public func invalidate(_ refused: String) {
+        if current?.token == refused { current = nil }
+    }
+
+    /// The JWT-bearer exchange (RFC 7523) over one HTTP/2 connection, closed after it.
+    private func exchange() async throws -> (token: String, lifetime: Duration) {
+        exchanges += 1
+        let uri = account.tokenURI
+        guard let host = uri.host else { throw FCMTokenError("token_uri has no host") }
+        let port = uri.port ?? 443
+        let assertion = try account.assertion(issuedAt: Date())
+        var form = URLComponents()
+        form.queryItems = [
+            URLQueryItem(name: "grant_type", value: "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            URLQueryItem(name: "assertion", value: assertion),
+        ]
+        let body = ByteBuffer(string: form.percentEncodedQuery ?? "")
+        let connection = try await HTTP2ClientConnection.connect(
+            host: host,
+            port: port,
+            tls: tls,
+            serverHostname: serverHostname ?? host,
+            connectTimeout: TimeAmount(deadline)
+        )
+        defer { Task { await connection.close() } }
+        let path = uri.path.isEmpty ? "/" : uri.path
+        let response = try await connection.send(
+            [
+                HTTP2Header(":method", "POST"), HTTP2Header(":scheme", "https"), HTTP2Header(":path", path),
+                HTTP2Header(":authority", uri.port.map { "\(host):\($0)" } ?? host),
+                HTTP2Header("content-type", "application/x-www-form-urlencoded"),
+                HTTP2Header("content-length", "\(body.readableBytes)"),
+            ],
+            body: body,
+            deadline: TimeAmount(deadline)
+        )
+        let answer = try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+        guard response.status == 200 else {
+            let reason = [answer?["error"] as? String, answer?["error_description"] as? String]
+                .compactMap { $0 }.joined(separator: ": ")
+            throw FCMTokenError("the token endpoint answered \(response.status ?? 0) \(reason)")
+        }
+        guard let token = answer?["access_token"] as? String, !token.isEmpty,
+            let expiresIn = (answer?["expires_in"] as? NSNumber)?.intValue, expiresIn > 0
+        else { throw FCMTokenError("the token endpoint's answer has no access_token or expires_in") }
+        return (token, .seconds(expiresIn))
+    }
+}
+
+public struct FCMTokenError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

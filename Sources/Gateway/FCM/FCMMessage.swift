@@ -1,0 +1,151 @@
+import Engine
+import Foundation
+import NIOCore
+
+/// One `messages:send` request of FCM's HTTP v1 API: a notification for one Android device.
+///
+/// The message: the impulse's title (and body, when it has one) as the notification; `android.collapse_key` the
+/// delivery's collapse id, so a resend replaces the first; `android.ttl` how long FCM keeps it for an offline
+/// phone (the tenant's push expiry; 0: now or never); high priority, as a visible notification; and data with
+/// the delivery and impulse ids and the true unread count (FCM's data values are strings).
+public struct FCMMessage: PushRequest, Equatable {
+    public var project: String
+    public var token: String
+    public var title: String
+    public var body: String?
+    public var collapseKey: String
+    public var ttl: Duration
+    public var data: [String: String]
+    public let payload: Data
+
+    public init(
+        project: String,
+        token: String,
+        title: String,
+        body: String? = nil,
+        collapseKey: String,
+        ttl: Duration,
+        data: [String: String]
+    ) {
+        self.project = project
+        self.token = token
+        self.title = title
+        self.body = body
+        self.collapseKey = collapseKey
+        self.ttl = ttl
+        self.data = data
+        var notification = ["title": title]
+        if let body, !body.isEmpty { notification["body"] = body }
+        let message: [String: Any] = [
+            "message": [
+                "token": token,
+                "notification": notification,
+                "android": [
+                    "collapse_key": collapseKey,
+                    "ttl": "\(max(0, Int64(ttl.components.seconds)))s",
+                    "priority": "HIGH",
+                ] as [String: Any],
+                "data": data,
+            ] as [String: Any]
+        ]
+        payload = (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data()
+    }
+
+    /// The message for one push: its expiry (nil: now or never) as a TTL from `now`.
+    public init(_ push: OutboundPush, project: String, now: Date = Date()) {
+        self.init(
+            project: project,
+            token: push.device.token.rawValue,
+            title: push.title,
+            collapseKey: push.collapseID,
+            ttl: .seconds(max(0, (push.expiresAt ?? now).timeIntervalSince(now).rounded(.down))),
+            data: [
+                "delivery_id": "\(push.delivery.rawValue)", "impulse_id": push.impulse.rawValue,
+                "unread_count": "\(push.badge)",
+            ]
+        )
+    }
+
+    public func headerBlock(authority: String, authorization: String?) -> HTTP2HeaderBlock {
+        var block = HTTP2HeaderBlock(
+            byteCapacity: 160 + project.utf8.count + authority.utf8.count + (authorization?.utf8.count ?? 0),
+            fieldCapacity: 7
+        )
+        block.append(":method", "POST")
+        block.append(":scheme", "https")
+        block.append(":path") { bytes in
+            bytes += "/v1/projects/".utf8
+            bytes += project.utf8
+            bytes += "/messages:send".utf8
+        }
+        block.append(":authority", authority)
+        block.append("content-type", "application/json; charset=UTF-8")
+        block.append("content-length") { $0.appendDecimal(Int64(payload.count)) }
+        if let authorization { block.append("authorization", authorization) }
+        return block
+    }
+}
+
+extension PushDialect {
+    /// FCM HTTP v1: an accepted message's id is its `name`; refusals are mapped by `PushOutcome.fcm`; 429 and
+    /// 503 pause the pool for their `Retry-After` (the project's quota is shared by all its senders).
+    public static let fcm = PushDialect(
+        name: "FCM",
+        result: { FCMAnswer($0).result },
+        acceptedID: { FCMAnswer($0).messageName ?? "" },
+        waitsOutUnavailable: false,
+        pauseAsked: { response in
+            guard let status = response.status, status == 429 || status == 503 else { return nil }
+            return FCMAnswer.retryAfter(response["retry-after"]) ?? .seconds(1)
+        }
+    )
+}
+
+/// FCM's answer to one `messages:send`, read: its status, the error code and whether it is about the token.
+struct FCMAnswer {
+    var status: Int?
+    var messageName: String?
+    var errorCode: String?
+    var aboutToken = false
+    var retryAfter: Duration?
+
+    init(_ response: HTTP2Message, now: Date = Date()) {
+        status = response.status
+        retryAfter = Self.retryAfter(response["retry-after"], now: now)
+        let object = try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+        messageName = object?["name"] as? String
+        guard let error = object?["error"] as? [String: Any] else { return }
+        errorCode = error["status"] as? String
+        for detail in error["details"] as? [[String: Any]] ?? [] {
+            if let code = detail["errorCode"] as? String { errorCode = code }
+            for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
+                if let field = violation["field"] as? String, field == "message.token" { aboutToken = true }
+            }
+        }
+    }
+
+    var result: PushResult {
+        guard let status else { return .transportFailure(description: "an answer without :status", resendable: false) }
+        if status == 200 { return .accepted(apnsID: messageName ?? "") }
+        let outcome = PushOutcome.fcm(
+            status: status,
+            errorCode: errorCode,
+            aboutToken: aboutToken,
+            retryAfter: retryAfter,
+            answeredAt: Date()
+        )
+        return .refused(channel: .fcm, status: status, reason: errorCode ?? "HTTP \(status)", outcome: outcome)
+    }
+
+    /// `Retry-After` in seconds or as an HTTP date; nil when absent or unreadable. At most an hour.
+    static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value), seconds >= 0 { return .seconds(min(seconds, 3600)) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .seconds(min(max(0, date.timeIntervalSince(now)), 3600))
+    }
+}

@@ -1,0 +1,179 @@
+import Engine
+import Foundation
+import Logging
+import NIOSSL
+import Synchronization
+
+/// The push transport on FCM HTTP v1: one connection pool and one access token per tenant's service account.
+///
+/// - A tenant without a service account: its Android pushes are refused (`NoFCMCredential`), which drops them and
+///   keeps the devices.
+/// - FCM answered 401: the access token is refreshed once and the refused pushes sent again; a second 401, a 403
+///   or SENDER_ID_MISMATCH marks the account failed. Its pushes are then refused at once (`FCMCredentialFailed`),
+///   without reaching FCM, until the tenant's account is replaced.
+public final class FCMPushTransport: PushTransport {
+    public static let noCredential = "NoFCMCredential"
+    public static let credentialFailed = "FCMCredentialFailed"
+
+    struct Pool {
+        let client: HTTP2PushClient
+        let tokens: FCMAccessTokens
+        /// Why FCM refused the account (nil: usable).
+        var failed: String?
+    }
+
+    private let endpoint: PushEndpoint
+    private let clientConfiguration: @Sendable (PushEndpoint) -> HTTP2PushClientConfiguration
+    private let logger: Logger
+    private let pools = Mutex<[TenantID: Pool]>([:])
+
+    public init(
+        endpoint: PushEndpoint = .fcm,
+        accounts: [TenantID: FCMServiceAccount] = [:],
+        logger: Logger,
+        clientConfiguration: @escaping @Sendable (PushEndpoint) -> HTTP2PushClientConfiguration = {
+            HTTP2PushClientConfiguration($0)
+        }
+    ) {
+        self.endpoint = endpoint
+        self.clientConfiguration = clientConfiguration
+        self.logger = logger
+        for (tenant, account) in accounts { setAccount(account, tenant: tenant) }
+    }
+
+    /// Gives the tenant a (new) service account: its pushes use it from now on, with a fresh pool and token.
+    public func setAccount(_ account: FCMServiceAccount, tenant: TenantID) {
+        let tokens = FCMAccessTokens(
+            account: account,
+            tls: endpoint.tls,
+            serverHostname: endpoint.serverHostname,
+            logger: logger
+        )
+        let client = HTTP2PushClient(
+            configuration: clientConfiguration(endpoint),
+            authentication: .accessToken(tokens),
+            dialect: .fcm,
+            logger: logger
+        )
+        let old = pools.withLock { pools in
+            defer { pools[tenant] = Pool(client: client, tokens: tokens) }
+            return pools[tenant]
+        }
+        if let old { Task { await old.client.shutdown() } }
+    }
+
+    /// Why the tenant's account was refused, if it was.
+    public func failure(tenant: TenantID) -> String? {
+        pools.withLock { $0[tenant]?.failed }
+    }
+
+    public var allClients: [HTTP2PushClient] { pools.withLock { $0.values.map(\.client) } }
+
+    public func send(_ push: OutboundPush) async -> PushResult {
+        await send(batch: [push]) { _, _ in }.first!.result
+    }
+
+    public func send(
+        batch pushes: [OutboundPush],
+        onAnswer: @escaping @Sendable (_ index: Int, _ acceptedID: String?) -> Void
+    ) async -> [PushAnswer] {
+        var answers = [PushAnswer?](repeating: nil, count: pushes.count)
+        var groups: [TenantID: [Int]] = [:]
+        let now = Date()
+        for index in pushes.indices {
+            let tenant = pushes[index].tenant
+            switch pools.withLock({ $0[tenant] }) {
+            case nil:
+                answers[index] = Self.refusal(Self.noCredential)
+                onAnswer(index, nil)
+            case let pool? where pool.failed != nil:
+                answers[index] = Self.refusal("\(Self.credentialFailed): \(pool.failed!)")
+                onAnswer(index, nil)
+            case .some:
+                groups[tenant, default: []].append(index)
+            }
+        }
+        await withTaskGroup(of: (indexes: [Int], answers: [PushAnswer]).self) { group in
+            for (tenant, indexes) in groups {
+                guard let pool = pools.withLock({ $0[tenant] }) else { continue }
+                group.addTask {
+                    let answers = await self.send(
+                        indexes.map { pushes[$0] },
+                        tenant: tenant,
+                        pool: pool,
+                        now: now
+                    ) { position, id in onAnswer(indexes[position], id) }
+                    return (indexes, answers)
+                }
+            }
+            for await part in group {
+                for (index, answer) in zip(part.indexes, part.answers) { answers[index] = answer }
+            }
+        }
+        return answers.map { $0! }
+    }
+
+    /// One tenant's pushes through its pool; those refused with 401 are sent once more with a fresh token.
+    private func send(
+        _ pushes: [OutboundPush],
+        tenant: TenantID,
+        pool: Pool,
+        now: Date,
+        onAnswer: @escaping @Sendable (Int, String?) -> Void
+    ) async -> [PushAnswer] {
+        let project = pool.tokens.account.projectID
+        let messages = pushes.map { FCMMessage($0, project: project, now: now) }
+        let refusedToken = try? await pool.tokens.token()
+        var answers = await pool.client.send(batch: messages) { position, id in onAnswer(position, id) }
+        let unauthenticated = answers.indices.filter { answers[$0].result.refusal?.status == 401 }
+        if !unauthenticated.isEmpty {
+            if let refusedToken { await pool.tokens.invalidate(refusedToken) }
+            let again = await pool.client.send(batch: unauthenticated.map { messages[$0] }) { position, id in
+                onAnswer(unauthenticated[position], id)
+            }
+            for (index, answer) in zip(unauthenticated, again) { answers[index] = answer }
+        }
+        if let refusal = answers.lazy.compactMap({ Self.credentialRefusal($0.result) }).first {
+            markFailed(tenant: tenant, client: pool.client, reason: refusal)
+        }
+        return answers
+    }
+
+    /// Whether an answer refuses the account itself (after the one refresh a 401 gets).
+    static func credentialRefusal(_ result: PushResult) -> String? {
+        guard case .refused(_, _, _, .credentialRefused(let reason)) = result else { return nil }
+        return reason
+    }
+
+    private func markFailed(tenant: TenantID, client: HTTP2PushClient, reason: String) {
+        let marked = pools.withLock { pools -> Bool in
+            // Only the pool that was refused: an account replaced meanwhile keeps its chance.
+            guard let pool = pools[tenant], pool.client === client, pool.failed == nil else { return false }
+            pools[tenant]?.failed = reason
+            return true
+        }
+        if marked {
+            logger.error(
+                "FCM refused the tenant's service account; its Android pushes stop until the account is replaced",
+                metadata: ["tenant.id": "\(tenant)", "push.reason": "\(reason)"]
+            )
+        }
+    }
+
+    /// After an expired credential: a fresh access token for the tenant.
+    public func renewCredentials(tenant: TenantID) async {
+        guard let pool = pools.withLock({ $0[tenant] }), let token = try? await pool.tokens.token() else { return }
+        await pool.tokens.invalidate(token)
+    }
+
+    public func shutdown() async {
+        for client in allClients { await client.shutdown() }
+    }
+
+    static func refusal(_ reason: String) -> PushAnswer {
+        PushAnswer(
+            result: .refused(channel: .fcm, status: 0, reason: reason, outcome: .payloadRefused(alert: false)),
+            latency: .zero
+        )
+    }
+}
