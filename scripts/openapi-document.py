@@ -54,13 +54,16 @@ S["Profile"] = {"type": "object", "additionalProperties": False,
 S["Preferences"] = {"type": "object", "description": "The whole preference set; a missing member falls back to the tenant's default.",
   "properties": {"language": {"type": "string"}, "timeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"),
                  "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays")}}
-S["Device"] = {"type": "object", "additionalProperties": False, "required": ["token", "name", "environment", "registeredAt"],
+PLATFORM = {"type": "string", "enum": ["apns", "fcm"],
+            "description": "apns: an iPhone (hex token); fcm: an Android phone (FCM registration token or Firebase Installation ID)"}
+S["Device"] = {"type": "object", "additionalProperties": False, "required": ["token", "name", "environment", "platform", "registeredAt"],
   "properties": {"token": {"type": "string"}, "name": {"type": "string"}, "environment": {"type": "string", "enum": ["production", "sandbox"]},
-                 "registeredAt": {"type": "integer"}}}
+                 "platform": PLATFORM, "registeredAt": {"type": "integer"}}}
 S["DeviceList"] = {"type": "object", "additionalProperties": False, "required": ["devices"],
   "properties": {"devices": {"type": "array", "items": ref("Device")}}}
 S["DeviceRequest"] = {"type": "object", "required": ["name"],
-  "properties": {"name": {"type": "string"}, "environment": {"type": "string", "enum": ["production", "sandbox"]}}}
+  "properties": {"name": {"type": "string"}, "environment": {"type": "string", "enum": ["production", "sandbox"]},
+                 "platform": {**PLATFORM, "default": "apns"}}}
 S["RegisterToken"] = {"type": "object", "required": ["DeviceToken", "DeviceName"],
   "properties": {"DeviceToken": {"type": "string", "description": "hex"}, "DeviceName": {"type": "string"}}}
 S["Health"] = {"type": "object", "additionalProperties": False, "required": ["status"], "properties": {"status": {"const": "ok"}}}
@@ -203,7 +206,7 @@ client["/v1/me"] = {"get": op("Who I am, my unread count and my preferences with
 client["/v1/me/preferences"] = {"put": op("Replaces my preferences", json_response("the profile", "Profile"), BASIC,
     body=jbody("Preferences"), tags=["client"])}
 client["/v1/devices"] = {"get": op("My devices", json_response("devices", "DeviceList"), BASIC, tags=["client"])}
-tok = p("token", "the device token (hex)")
+tok = p("token", "the device token: hex for an iPhone, as FCM gave it for an Android phone")
 client["/v1/devices/{token}"] = {
     "put": op("Registers or refreshes a device of mine", dict(json_response("refreshed or moved to me", "Device"),
               **json_response("registered; Location names it", "Device", "201")), BASIC, params=[tok], body=jbody("DeviceRequest"), tags=["client"]),
@@ -498,6 +501,8 @@ def problems(path, method, o):
         codes["409"] = ["conflict"] + (["idempotency-key-in-progress"] if idempotent else [])
     if idempotent:
         codes.setdefault("422", []).append("idempotency-key-reused")
+    if path.endswith("/v1/devices/{token}") and method == "put":
+        codes["422"].append("platform-not-served")
     return codes
 
 def problem_response(status, codes):

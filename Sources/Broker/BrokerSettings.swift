@@ -46,6 +46,7 @@ struct ConfigFile: Decodable {
     var bcryptCost: Int?
     var logLevel: String?
     var apns: APNsFileSettings?
+    var fcm: FCMFileSettings?
     var scheduler: Bool?
     var stalenessSeconds: Int?
     var spreadSeconds: Int?
@@ -104,6 +105,7 @@ struct BrokerSettings {
     var bcryptCost: UInt8
     var logLevel: Logger.Level
     var apns: APNsSetup
+    var fcm: FCMSetup
     var scheduler: SchedulerConfiguration?
     var shutdownGraceSeconds: Int
     var push: PushGatewayConfiguration
@@ -343,6 +345,8 @@ struct BrokerSettings {
             timeout: .seconds(try number("BROKER_WEBHOOK_TIMEOUT_SECONDS", file.webhookTimeoutSeconds, 10, 1...120))
         )
         apns = try (file.apns ?? APNsFileSettings()).overridden(by: environment).setup()
+        let apnsEmbedded: Bool = if case .embeddedSimulator = apns { true } else { false }
+        fcm = try (file.fcm ?? FCMFileSettings()).overridden(by: environment).setup(apnsEmbedded: apnsEmbedded)
         do throws(EngineError) {
             operatorToken = try Self.secret(
                 "BROKER_OPERATOR_TOKEN",
@@ -393,6 +397,7 @@ struct BrokerSettings {
             admin: admin
         )
         configuration.credentialKey = credentialKey
+        configuration.fcm = fcm
         configuration.webhooks = webhooks
         configuration.rest.trustedProxies = trustedProxies
         configuration.rest.proxyProtocol = proxyProtocol

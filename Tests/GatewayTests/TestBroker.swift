@@ -137,6 +137,7 @@ struct TestBroker: Sendable {
         maxUploadSize: Int = 64 << 20,
         mediaQuota: Int = 1 << 30,
         apns: APNsSetup = .embeddedSimulator(),
+        fcm: FCMSetup = .disabled,
         credentialKey: [UInt8]? = Fixture.credentialKey,
         logger: Logger = TestBroker.logger,
         scheduler: SchedulerConfiguration? = nil,
@@ -199,6 +200,7 @@ struct TestBroker: Sendable {
             admin: adminToken.map { AdminConfiguration(listen: ListenAddress(host: "127.0.0.1", port: 0), token: $0) }
         )
         configuration.apns = apns
+        configuration.fcm = fcm
         configuration.webhooks = webhooks
         configuration.rest.trustedProxies = trustedProxies
         configuration.rest.proxyProtocol = proxyProtocol

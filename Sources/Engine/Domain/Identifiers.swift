@@ -100,6 +100,23 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
 
     init(trusted rawValue: String) { self.rawValue = rawValue }
 
+    /// A token of either channel, told apart by its form (an unregister names no channel): an APNs token (hex)
+    /// if it is one, else an FCM one.
+    public init(anyChannel text: String) throws(EngineError) {
+        do {
+            try self.init(text, channel: .apns)
+        } catch {
+            do {
+                try self.init(text, channel: .fcm)
+            } catch {
+                throw EngineError(
+                    .invalidInput,
+                    "device token must be an APNs token (16-400 hex digits) or an FCM registration token or installation id"
+                )
+            }
+        }
+    }
+
     /// The first and last four digits only.
     public var redacted: String { "\(rawValue.prefix(4))…\(rawValue.suffix(4))" }
     public var description: String { redacted }

@@ -24,8 +24,10 @@ public actor TokenRegistry {
         token: DeviceToken,
         name: String,
         environment: APNsEnvironment,
+        channel: PushChannel = .apns,
         at now: Date = Date()
     ) async throws -> DeviceRegistration {
+        // An Android device is kept under the tenant's app identity too (its topic): one owner per token either way.
         let device = try Device(
             tenant: tenant.id,
             topic: tenant.apnsTopic,
@@ -33,7 +35,8 @@ public actor TokenRegistry {
             owner: user,
             name: name,
             environment: environment,
-            registeredAt: now
+            registeredAt: now,
+            channel: channel
         )
         let outcome = try await store.registerDevice(device)
         var metadata: Logger.Metadata = ["tenant.id": "\(tenant.id)", "user.id": "\(user)", "device.token": "\(token)"]

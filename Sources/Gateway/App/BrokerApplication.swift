@@ -73,6 +73,7 @@ public func buildApplication(
     let authenticator = Authenticator(store: store, configuration: configuration.rest)
     let push = try await PushStack.make(
         configuration.apns,
+        fcm: configuration.fcm,
         configuration: configuration.push,
         store: store,
         ledger: ledger,
@@ -104,13 +105,17 @@ public func buildApplication(
         gateway: push.gateway,
         credentials: credentials
     )
+    // iPhones are always taken (without a transport their deliveries are recorded, not pushed); Android devices
+    // only when FCM is configured.
+    var restConfiguration = configuration.rest
+    restConfiguration.pushChannels = push.fcm == nil ? [.apns] : [.apns, .fcm]
     var rest = RESTAPI(
         tenants: tenants,
         authenticator: authenticator,
         ledger: ledger,
         registry: registry,
         store: store,
-        configuration: configuration.rest,
+        configuration: restConfiguration,
         pushGateway: push.gateway,
         metrics: metrics.metrics,
         inspector: inspector

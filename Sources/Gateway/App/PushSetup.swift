@@ -1,8 +1,10 @@
 import Crypto
 import Engine
+import Foundation
 import Logging
 import NIOSSL
 import ServiceLifecycle
+import _CryptoExtras
 
 /// Where pushes go.
 public enum APNsSetup: Sendable {
@@ -19,14 +21,31 @@ public enum APNsSetup: Sendable {
     )
 }
 
-/// The push side of a running broker: the gateway actor, its transport and, on the embedded default, the simulator.
+/// Where Android pushes go (FCM HTTP v1).
+public enum FCMSetup: Sendable {
+    /// No FCM transport: pushes to Android devices are refused (`ChannelNotConfigured`) and the devices kept.
+    case disabled
+    /// The in-process simulator's FCM side, with a service account generated at start as every tenant's default.
+    case embeddedSimulator
+    /// Google's FCM (or an external simulator): the endpoint, the broker's default account and per-tenant ones.
+    case external(
+        endpoint: PushEndpoint,
+        defaultAccount: FCMServiceAccount?,
+        accounts: [TenantID: FCMServiceAccount]
+    )
+}
+
+/// The push side of a running broker: the gateway actor, its transports and, on the embedded default, the
+/// simulator (one, speaking APNs and FCM).
 struct PushStack {
     let gateway: PushGateway?
     let transport: APNsPushTransport?
+    let fcm: FCMPushTransport?
     let simulator: APNsSimulator?
 
     static func make(
         _ setup: APNsSetup,
+        fcm fcmSetup: FCMSetup = .disabled,
         configuration: PushGatewayConfiguration,
         store: any BrokerStore,
         ledger: DeliveryLedger,
@@ -35,45 +54,31 @@ struct PushStack {
         logger: Logger,
         metrics: BrokerMetrics
     ) async throws -> PushStack {
-        let transport: APNsPushTransport
-        var simulator: APNsSimulator?
+        var simulated: (simulator: APNsSimulator, endpoint: PushEndpoint, apnsKey: APNsSigningIdentity)?
+        let apnsEmbedded: Bool = if case .embeddedSimulator = setup { true } else { false }
+        let fcmEmbedded: Bool = if case .embeddedSimulator = fcmSetup { true } else { false }
+        if apnsEmbedded || fcmEmbedded {
+            let controlToken: String? = if case .embeddedSimulator(let token) = setup { token } else { nil }
+            simulated = try await startSimulator(controlToken: controlToken)
+            logger.notice(
+                "push simulator running in-process",
+                metadata: [
+                    "simulator.port": "\(simulated!.endpoint.port)", "simulator.apns": "\(apnsEmbedded)",
+                    "simulator.fcm": "\(fcmEmbedded)",
+                ]
+            )
+        }
+        var apns: APNsPushTransport?
         switch setup {
-        case .disabled:
-            return PushStack(gateway: nil, transport: nil, simulator: nil)
-        case .embeddedSimulator(let controlToken):
-            let identity = APNsSigningIdentity(
-                teamID: "SIMULATED1",
-                keyID: "SIMKEY0001",
-                key: P256.Signing.PrivateKey()
-            )
-            let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: ["localhost"])
-            let certificate = try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem)
-            let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
-            var serverTLS = TLSConfiguration.makeServerConfiguration(
-                certificateChain: [.certificate(certificate)],
-                privateKey: .privateKey(key)
-            )
-            serverTLS.cipherSuites = TLSFiles.aeadCipherSuites
-            let running = APNsSimulator(
-                configuration: APNsSimulatorConfiguration(
-                    tls: serverTLS,
-                    keys: [identity.keyID: identity.publicKey],
-                    controlToken: controlToken
-                )
-            )
-            let port = try await running.start()
-            var trust = TLSConfiguration.makeClientConfiguration()
-            trust.trustRoots = .certificates([certificate])
-            let endpoint = APNsEndpoint(host: "127.0.0.1", port: port, tls: trust, serverHostname: "localhost")
-            transport = APNsPushTransport(
-                endpoints: [.production: endpoint, .sandbox: endpoint],
-                defaultIdentity: .token(identity),
+        case .disabled: break
+        case .embeddedSimulator:
+            apns = APNsPushTransport(
+                endpoints: [.production: simulated!.endpoint, .sandbox: simulated!.endpoint],
+                defaultIdentity: .token(simulated!.apnsKey),
                 logger: logger
             )
-            simulator = running
-            logger.notice("APNs simulator running in-process", metadata: ["apns.port": "\(port)"])
         case .external(let endpoints, let defaultIdentity, let identities):
-            transport = APNsPushTransport(
+            apns = APNsPushTransport(
                 endpoints: endpoints,
                 identities: identities,
                 defaultIdentity: defaultIdentity,
@@ -81,20 +86,80 @@ struct PushStack {
                 logger: logger
             )
         }
+        var fcm: FCMPushTransport?
+        switch fcmSetup {
+        case .disabled: break
+        case .embeddedSimulator:
+            let endpoint = simulated!.endpoint
+            let account = FCMServiceAccount(
+                projectID: "impulse-simulated",
+                clientEmail: "broker@impulse-simulated.iam.gserviceaccount.com",
+                privateKeyID: "simulated",
+                tokenURI: URL(string: "https://\(endpoint.host):\(endpoint.port)/token")!,
+                key: try _RSA.Signing.PrivateKey(keySize: .bits2048)
+            )
+            simulated!.simulator.setFCMAccount(
+                account.clientEmail,
+                FCMSimulatedAccount(projectID: account.projectID, publicKey: account.publicKey)
+            )
+            fcm = FCMPushTransport(endpoint: endpoint, defaultAccount: account, logger: logger)
+        case .external(let endpoint, let defaultAccount, let accounts):
+            fcm = FCMPushTransport(
+                endpoint: endpoint,
+                accounts: accounts,
+                defaultAccount: defaultAccount,
+                logger: logger
+            )
+        }
+        var transports: [PushChannel: any PushTransport] = [:]
+        if let apns { transports[.apns] = apns }
+        if let fcm { transports[.fcm] = fcm }
+        guard !transports.isEmpty else {
+            return PushStack(gateway: nil, transport: nil, fcm: nil, simulator: simulated?.simulator)
+        }
         let gateway = PushGateway(
             store: store,
             ledger: ledger,
             registry: registry,
-            transport: ChannelRouter([.apns: transport]),
+            transport: ChannelRouter(transports),
             configuration: configuration,
             logger: logger,
             metrics: metrics
         )
-        return PushStack(gateway: gateway, transport: transport, simulator: simulator)
+        return PushStack(gateway: gateway, transport: apns, fcm: fcm, simulator: simulated?.simulator)
+    }
+
+    /// The in-process simulator over TLS on loopback, with a signing key generated for APNs; its control API
+    /// (`/_simulator/`) is off unless a bearer token for it is given.
+    private static func startSimulator(
+        controlToken: String?
+    ) async throws -> (simulator: APNsSimulator, endpoint: PushEndpoint, apnsKey: APNsSigningIdentity) {
+        let identity = APNsSigningIdentity(teamID: "SIMULATED1", keyID: "SIMKEY0001", key: P256.Signing.PrivateKey())
+        let (certificatePEM, keyPEM) = try SelfSignedCertificate.make(hostnames: ["localhost"])
+        let certificate = try NIOSSLCertificate(bytes: Array(certificatePEM.utf8), format: .pem)
+        let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
+        var serverTLS = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(certificate)],
+            privateKey: .privateKey(key)
+        )
+        serverTLS.cipherSuites = TLSFiles.aeadCipherSuites
+        let simulator = APNsSimulator(
+            configuration: APNsSimulatorConfiguration(
+                tls: serverTLS,
+                keys: [identity.keyID: identity.publicKey],
+                controlToken: controlToken
+            )
+        )
+        let port = try await simulator.start()
+        var trust = TLSConfiguration.makeClientConfiguration()
+        trust.trustRoots = .certificates([certificate])
+        return (
+            simulator, PushEndpoint(host: "127.0.0.1", port: port, tls: trust, serverHostname: "localhost"), identity
+        )
     }
 }
 
-/// Runs the push gateway's workers; on shutdown stops them, closes APNs connections and the simulator.
+/// Runs the push gateway's workers; on shutdown stops them, closes APNs' and FCM's connections and the simulator.
 struct PushService: Service {
     let stack: PushStack
 
@@ -117,14 +182,16 @@ struct PushService: Service {
             try? await gracefulShutdown()
         }
         await stack.transport?.shutdown()
+        await stack.fcm?.shutdown()
         await stack.simulator?.stop()
     }
 
-    /// PINGs idle APNs connections (they die silently in the field) and forgets closed ones.
+    /// PINGs idle APNs and FCM connections (they die silently in the field) and forgets closed ones.
     private func maintain() async {
         while !Task.isCancelled {
             do { try await Task.sleep(for: .seconds(15)) } catch { return }
-            for client in stack.transport?.allClients ?? [] { await client.maintain(idleAfter: .seconds(60)) }
+            let clients = (stack.transport?.allClients ?? []) + (stack.fcm?.allClients ?? [])
+            for client in clients { await client.maintain(idleAfter: .seconds(60)) }
         }
     }
 }

@@ -60,6 +60,8 @@ public struct ServerConfiguration: Sendable {
     public var ledger: LedgerConfiguration
     /// Where pushes go (the embedded simulator by default).
     public var apns: APNsSetup
+    /// Where Android pushes go (none by default; the embedded simulator's FCM side with the embedded default).
+    public var fcm: FCMSetup = .disabled
     /// The 32-byte key uploaded APNs credentials are sealed with (AES-256-GCM); nil refuses uploads.
     public var credentialKey: [UInt8]? = nil
     public var push: PushGatewayConfiguration

@@ -4,10 +4,11 @@ import Logging
 import NIOSSL
 import Synchronization
 
-/// The push transport on FCM HTTP v1: one connection pool and one access token per tenant's service account.
+/// The push transport on FCM HTTP v1: one connection pool and one access token per service account (a tenant's
+/// own, or the broker's default for tenants without one).
 ///
-/// - A tenant without a service account: its Android pushes are refused (`NoFCMCredential`), which drops them and
-///   keeps the devices.
+/// - A tenant without a service account, and no default: its Android pushes are refused (`NoFCMCredential`), which
+///   drops them and keeps the devices.
 /// - FCM answered 401: the access token is refreshed once and the refused pushes sent again; a second 401, a 403
 ///   or SENDER_ID_MISMATCH marks the account failed. Its pushes are then refused at once (`FCMCredentialFailed`),
 ///   without reaching FCM, until the tenant's account is replaced.
@@ -25,11 +26,13 @@ public final class FCMPushTransport: PushTransport {
     private let endpoint: PushEndpoint
     private let clientConfiguration: @Sendable (PushEndpoint) -> HTTP2PushClientConfiguration
     private let logger: Logger
-    private let pools = Mutex<[TenantID: Pool]>([:])
+    /// The tenants' own accounts' pools, and the default account's.
+    private let pools = Mutex<(tenants: [TenantID: Pool], fallback: Pool?)>(([:], nil))
 
     public init(
         endpoint: PushEndpoint = .fcm,
         accounts: [TenantID: FCMServiceAccount] = [:],
+        defaultAccount: FCMServiceAccount? = nil,
         logger: Logger,
         clientConfiguration: @escaping @Sendable (PushEndpoint) -> HTTP2PushClientConfiguration = {
             HTTP2PushClientConfiguration($0)
@@ -39,10 +42,23 @@ public final class FCMPushTransport: PushTransport {
         self.clientConfiguration = clientConfiguration
         self.logger = logger
         for (tenant, account) in accounts { setAccount(account, tenant: tenant) }
+        if let defaultAccount {
+            let pool = pool(defaultAccount)
+            pools.withLock { $0.fallback = pool }
+        }
     }
 
     /// Gives the tenant a (new) service account: its pushes use it from now on, with a fresh pool and token.
     public func setAccount(_ account: FCMServiceAccount, tenant: TenantID) {
+        let pool = pool(account)
+        let old = pools.withLock { pools in
+            defer { pools.tenants[tenant] = pool }
+            return pools.tenants[tenant]
+        }
+        if let old { Task { await old.client.shutdown() } }
+    }
+
+    private func pool(_ account: FCMServiceAccount) -> Pool {
         let tokens = FCMAccessTokens(
             account: account,
             tls: endpoint.tls,
@@ -55,19 +71,22 @@ public final class FCMPushTransport: PushTransport {
             dialect: .fcm,
             logger: logger
         )
-        let old = pools.withLock { pools in
-            defer { pools[tenant] = Pool(client: client, tokens: tokens) }
-            return pools[tenant]
-        }
-        if let old { Task { await old.client.shutdown() } }
+        return Pool(client: client, tokens: tokens)
     }
 
-    /// Why the tenant's account was refused, if it was.
+    /// The pool a tenant's pushes go through: its own account's, or the default's.
+    private func pool(tenant: TenantID) -> Pool? {
+        pools.withLock { $0.tenants[tenant] ?? $0.fallback }
+    }
+
+    /// Why the account the tenant's pushes use was refused, if it was.
     public func failure(tenant: TenantID) -> String? {
-        pools.withLock { $0[tenant]?.failed }
+        pool(tenant: tenant)?.failed
     }
 
-    public var allClients: [HTTP2PushClient] { pools.withLock { $0.values.map(\.client) } }
+    public var allClients: [HTTP2PushClient] {
+        pools.withLock { $0.tenants.values.map(\.client) + ($0.fallback.map { [$0.client] } ?? []) }
+    }
 
     public func send(_ push: OutboundPush) async -> PushResult {
         await send(batch: [push]) { _, _ in }.first!.result
@@ -82,7 +101,7 @@ public final class FCMPushTransport: PushTransport {
         let now = Date()
         for index in pushes.indices {
             let tenant = pushes[index].tenant
-            switch pools.withLock({ $0[tenant] }) {
+            switch pool(tenant: tenant) {
             case nil:
                 answers[index] = Self.refusal(Self.noCredential)
                 onAnswer(index, nil)
@@ -95,7 +114,7 @@ public final class FCMPushTransport: PushTransport {
         }
         await withTaskGroup(of: (indexes: [Int], answers: [PushAnswer]).self) { group in
             for (tenant, indexes) in groups {
-                guard let pool = pools.withLock({ $0[tenant] }) else { continue }
+                guard let pool = pool(tenant: tenant) else { continue }
                 group.addTask {
                     let answers = await self.send(
                         indexes.map { pushes[$0] },
@@ -148,8 +167,13 @@ public final class FCMPushTransport: PushTransport {
     private func markFailed(tenant: TenantID, client: HTTP2PushClient, reason: String) {
         let marked = pools.withLock { pools -> Bool in
             // Only the pool that was refused: an account replaced meanwhile keeps its chance.
-            guard let pool = pools[tenant], pool.client === client, pool.failed == nil else { return false }
-            pools[tenant]?.failed = reason
+            if let pool = pools.tenants[tenant], pool.client === client {
+                guard pool.failed == nil else { return false }
+                pools.tenants[tenant]?.failed = reason
+                return true
+            }
+            guard let pool = pools.fallback, pool.client === client, pool.failed == nil else { return false }
+            pools.fallback?.failed = reason
             return true
         }
         if marked {
@@ -162,7 +186,7 @@ public final class FCMPushTransport: PushTransport {
 
     /// After an expired credential: a fresh access token for the tenant.
     public func renewCredentials(tenant: TenantID) async {
-        guard let pool = pools.withLock({ $0[tenant] }), let token = try? await pool.tokens.token() else { return }
+        guard let pool = pool(tenant: tenant), let token = try? await pool.tokens.token() else { return }
         await pool.tokens.invalidate(token)
     }
 

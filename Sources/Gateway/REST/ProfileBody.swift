@@ -68,7 +68,10 @@ struct RegisterTokenBody: Decodable {
 /// `PUT /v1/devices/{token}` body.
 struct DeviceBody: Decodable {
     var name: String
+    /// APNs only: the app build's environment.
     var environment: APNsEnvironment?
+    /// `apns` (the default) or `fcm` (an Android app's registration token or Firebase Installation ID).
+    var platform: PushChannel?
 }
 
 /// A device in `GET /v1/devices`.
@@ -76,12 +79,14 @@ struct DeviceView: Encodable {
     var token: String
     var name: String
     var environment: String
+    var platform: String
     var registeredAt: Int64
 
     init(_ device: Device) {
         self.token = device.token.rawValue
         self.name = device.name
         self.environment = device.environment.rawValue
+        self.platform = device.channel.rawValue
         self.registeredAt = Int64(device.registeredAt.timeIntervalSince1970)
     }
 }

@@ -157,14 +157,23 @@ extension RESTAPI {
         _ caller: Caller
     ) async throws -> Response {
         let text = context.parameters.get("token") ?? ""
-        let token = try Problem.validating { () throws(EngineError) in try DeviceToken(text) }
         let body = try await decode(DeviceBody.self, from: request)
+        let channel = body.platform ?? .apns
+        let token = try Problem.validating { () throws(EngineError) in try DeviceToken(text, channel: channel) }
+        guard configuration.pushChannels.contains(channel) else {
+            throw Problem(
+                .unprocessableContent,
+                "platform-not-served",
+                "this broker does not push to \(channel.rawValue) devices: it is not configured"
+            )
+        }
         let outcome = try await registry.register(
             tenant: caller.tenant,
             user: caller.user.id,
             token: token,
             name: body.name,
-            environment: caller.tenant.tokenEnvironment(stated: body.environment, default: .production)
+            environment: caller.tenant.tokenEnvironment(stated: body.environment, default: .production),
+            channel: channel
         )
         guard
             let device = try await store.device(tenant: caller.tenant.id, topic: caller.tenant.apnsTopic, token: token)
@@ -186,7 +195,7 @@ extension RESTAPI {
         _ caller: Caller
     ) async throws -> Response {
         let text = context.parameters.get("token") ?? ""
-        let token = try Problem.validating { () throws(EngineError) in try DeviceToken(text) }
+        let token = try Problem.validating { () throws(EngineError) in try DeviceToken(anyChannel: text) }
         // Idempotent, and silent about tokens of other users: the answer is the same whether or not it was ours.
         try await registry.unregister(tenant: caller.tenant, user: caller.user.id, token: token)
         return Response(status: .noContent)

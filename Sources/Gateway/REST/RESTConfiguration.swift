@@ -37,6 +37,9 @@ public struct RESTConfiguration: Sendable {
     /// The HTTPS listener reads a PROXY protocol header (versions 1 and 2) on connections from `trustedProxies`:
     /// an L4 balancer that passes TLS through cannot add `X-Forwarded-For`.
     public var proxyProtocol = false
+    /// The channels this broker pushes to: a device of another platform is refused at registration (422), not
+    /// kept to be dropped at every push. Set from the push setup.
+    public var pushChannels: Set<PushChannel> = [.apns]
     /// Failed logins one client address may make before it is refused (429), and how fast that allowance comes
     /// back: one attempt every `loginAddressLeak`. A user who logged in from the address in the last day is not
     /// refused for other people's failures there.

@@ -1,0 +1,101 @@
+import Engine
+import Foundation
+import Gateway
+import TestSupport
+import Testing
+
+@Suite("Android devices through the app's API", .timeLimit(.minutes(2)))
+struct AndroidDeviceTests {
+    static let fcmToken = "eXaMpLe-Fcm:APA91bH" + String(repeating: "k9_Z", count: 30)
+    static let iPhone = String(repeating: "ab", count: 32)
+
+    @Test(
+        "An Android phone registers with platform fcm; the push goes to FCM and the iPhone's to APNs, each once",
+        arguments: TestDatabase.allCases
+    )
+    func registersAndReceives(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database, fcm: .embeddedSimulator) { broker in
+            let android = try await broker.send(
+                .PUT,
+                "/v1/devices/\(Self.fcmToken)",
+                body: #"{"name": "Pixel 9", "platform": "fcm"}"#
+            )
+            #expect(android.status == 201, "\(android.text)")
+            #expect(android.json["platform"] as? String == "fcm")
+            #expect(android.json["token"] as? String == Self.fcmToken)
+            let phone = try await broker.send(.PUT, "/v1/devices/\(Self.iPhone)", body: #"{"name": "iPhone"}"#)
+            #expect(phone.status == 201)
+            let listed = try await broker.send(.GET, "/v1/devices")
+            let platforms = (listed.json["devices"] as? [[String: Any]] ?? []).compactMap { $0["platform"] as? String }
+            #expect(platforms.sorted() == ["apns", "fcm"])
+
+            let sent = try await broker.sendPush("command=send&impulse=acme-3&target=alice")
+            #expect(sent.status == 200)
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.accepted.count == 1 && simulator.fcmAccepted.count == 1 })
+            let message = try #require(simulator.fcmAccepted.first)
+            #expect(message.token == Self.fcmToken)
+            #expect(message.title == "Title acme-3")
+            #expect(message.data["unread_count"] == "13" && message.data["impulse_id"] == "acme-3")
+            #expect(message.priority == "HIGH")
+            // One collapse key per delivery, on both channels: a resend replaces the first.
+            #expect(message.collapseKey == simulator.accepted.first?.collapseID)
+            #expect(message.collapseKey.map { $0.hasPrefix("impulse-") } == true)
+
+            // One owner per device: bob's registration moves it; his logout's unregister removes it.
+            let moved = try await broker.send(
+                .PUT,
+                "/v1/devices/\(Self.fcmToken)",
+                user: "bob",
+                body: #"{"name": "Pixel 9", "platform": "fcm"}"#
+            )
+            #expect(moved.status == 200)
+            let alicesNow = try await broker.send(.GET, "/v1/devices")
+            #expect((alicesNow.json["devices"] as? [[String: Any]])?.count == 1)
+            #expect(try await broker.send(.DELETE, "/v1/devices/\(Self.fcmToken)", user: "bob").status == 204)
+            let bobs = try await broker.send(.GET, "/v1/devices", user: "bob")
+            #expect((bobs.json["devices"] as? [[String: Any]])?.isEmpty == true)
+        }
+    }
+
+    @Test(
+        "A platform the broker does not serve (422), an unknown platform (400) and a malformed FCM token (422) are refused"
+    )
+    func refusals() async throws {
+        try await TestBroker.run { broker in
+            let unserved = try await broker.send(
+                .PUT,
+                "/v1/devices/\(Self.fcmToken)",
+                body: #"{"name": "Pixel", "platform": "fcm"}"#
+            )
+            #expect(unserved.status == 422)
+            #expect(unserved.headers.first(name: "content-type") == "application/problem+json")
+            #expect(unserved.text.contains("platform-not-served"))
+            let unknown = try await broker.send(
+                .PUT,
+                "/v1/devices/\(Self.fcmToken)",
+                body: #"{"name": "Pixel", "platform": "android"}"#
+            )
+            #expect(unknown.status == 400)
+            let devices = try await broker.store.devices(
+                tenant: Fixture.acme,
+                owner: try #require(
+                    try await broker.store.user(tenant: Fixture.acme, username: "alice")
+                ).id
+            )
+            #expect(devices.allSatisfy { $0.channel == .apns })
+        }
+        try await TestBroker.run(fcm: .embeddedSimulator) { broker in
+            for token in ["short", "with space in it and long enough", String(repeating: "x", count: 4097)] {
+                let answer = try await broker.send(
+                    .PUT,
+                    "/v1/devices/\(token.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? token)",
+                    body: #"{"name": "Pixel", "platform": "fcm"}"#
+                )
+                // Well-formed JSON, an invalid token: 422, as for an APNs token.
+                #expect(answer.status == 422, "\(token.prefix(20)): \(answer.status)")
+                #expect(answer.text.contains("FCM registration token"))
+            }
+        }
+    }
+}
