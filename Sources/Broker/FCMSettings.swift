@@ -15,12 +15,16 @@ struct FCMFileSettings: Decodable {
     var trustRoots: String?
     /// The name the server certificate is checked against (default: the host).
     var serverHostname: String?
+    /// Where access tokens are exchanged in mode `external`: `https://<endpoint>/token` (the simulator's) unless
+    /// given; mode `google` uses each key file's own `token_uri`.
+    var tokenURI: String?
     /// The default service account's JSON key file, and per-tenant ones.
     var serviceAccount: String?
     var tenants: [String: String]?
 
     /// The settings with those the environment gives: `BROKER_FCM_MODE`, `BROKER_FCM_ENDPOINT`,
-    /// `BROKER_FCM_TRUST_ROOTS`, `BROKER_FCM_SERVER_HOSTNAME` and `BROKER_FCM_SERVICE_ACCOUNT` (a key file).
+    /// `BROKER_FCM_TRUST_ROOTS`, `BROKER_FCM_SERVER_HOSTNAME`, `BROKER_FCM_TOKEN_URI` and
+    /// `BROKER_FCM_SERVICE_ACCOUNT` (a key file).
     func overridden(by environment: [String: String]) -> FCMFileSettings {
         func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         var settings = self
@@ -29,6 +33,7 @@ struct FCMFileSettings: Decodable {
         settings.trustRoots = value("BROKER_FCM_TRUST_ROOTS") ?? trustRoots
         settings.serverHostname = value("BROKER_FCM_SERVER_HOSTNAME") ?? serverHostname
         settings.serviceAccount = value("BROKER_FCM_SERVICE_ACCOUNT") ?? serviceAccount
+        settings.tokenURI = value("BROKER_FCM_TOKEN_URI") ?? tokenURI
         return settings
     }
 
@@ -39,8 +44,8 @@ struct FCMFileSettings: Decodable {
         case "google":
             return .external(
                 endpoint: .fcm,
-                defaultAccount: try serviceAccount.map(load),
-                accounts: try tenantAccounts()
+                defaultAccount: try serviceAccount.map { try load($0) },
+                accounts: try tenantAccounts(tokenURI: nil)
             )
         case "external":
             guard let endpoint else { throw ValidationError("fcm.endpoint (host:port) is required for mode external") }
@@ -48,6 +53,10 @@ struct FCMFileSettings: Decodable {
             if let trustRoots { tls.trustRoots = .file(trustRoots) }
             let address: ListenAddress
             do { address = try ListenAddress(parsing: endpoint) } catch { throw ValidationError(error.message) }
+            let given = tokenURI ?? "https://\(address.host):\(address.port)/token"
+            guard let exchange = URL(string: given), exchange.scheme == "https", exchange.host != nil else {
+                throw ValidationError("fcm.tokenURI must be an https URL, not \(given)")
+            }
             return .external(
                 endpoint: PushEndpoint(
                     host: address.host,
@@ -55,26 +64,29 @@ struct FCMFileSettings: Decodable {
                     tls: tls,
                     serverHostname: serverHostname
                 ),
-                defaultAccount: try serviceAccount.map(load),
-                accounts: try tenantAccounts()
+                defaultAccount: try serviceAccount.map { try load($0, tokenURI: exchange) },
+                accounts: try tenantAccounts(tokenURI: exchange)
             )
         case let other:
             throw ValidationError("fcm.mode must be simulator, google, external or disabled, not \(other)")
         }
     }
 
-    private func tenantAccounts() throws -> [TenantID: FCMServiceAccount] {
+    private func tenantAccounts(tokenURI: URL?) throws -> [TenantID: FCMServiceAccount] {
         var result: [TenantID: FCMServiceAccount] = [:]
-        for (name, file) in tenants ?? [:] { result[try parseTenant(name)] = try load(file) }
+        for (name, file) in tenants ?? [:] { result[try parseTenant(name)] = try load(file, tokenURI: tokenURI) }
         return result
     }
 
-    private func load(_ file: String) throws -> FCMServiceAccount {
+    /// A key file; `tokenURI` in place of its own `token_uri` (mode external).
+    private func load(_ file: String, tokenURI: URL? = nil) throws -> FCMServiceAccount {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ValidationError("cannot read the FCM service account key \(file)")
         }
         do {
-            return try FCMServiceAccount(json: data)
+            var account = try FCMServiceAccount(json: data)
+            if let tokenURI { account.tokenURI = tokenURI }
+            return account
         } catch {
             throw ValidationError("\(file): \(error)")
         }

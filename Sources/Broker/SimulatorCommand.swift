@@ -7,17 +7,23 @@ import Logging
 import NIOSSL
 import ServiceLifecycle
 
-/// `broker apns-simulator`: the APNs simulator as its own process.
+/// `broker apns-simulator` (also `broker fcm-simulator`): the push simulator as its own process, speaking APNs
+/// and FCM on one listener.
 struct SimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-simulator",
-        abstract: "Run a faithful APNs provider API simulator (TLS + HTTP/2, with or without ALPN).",
+        abstract: "Run a faithful APNs provider API and FCM HTTP v1 simulator (TLS + HTTP/2, with or without ALPN).",
         discussion: """
-            Control API on the same listener: GET/DELETE /_simulator/accepted, PUT /_simulator/faults,
-            PUT /_simulator/tokens/{token}, PUT /_simulator/stream-limit, POST /_simulator/goaway. Each control
-            request needs Authorization: Bearer <token>, the token from BROKER_SIMULATOR_CONTROL_TOKEN or, without
-            it, one generated at start and printed once.
-            """
+            APNs: POST /3/device/{token}. FCM: POST /token (Google's OAuth2 JWT-bearer exchange, for the service
+            accounts given with --fcm-account or PUT /_simulator/fcm/accounts/{client_email}) and
+            POST /v1/projects/{project}/messages:send.
+            Control API on the same listener: GET/DELETE /_simulator/accepted, GET/DELETE /_simulator/fcm/accepted,
+            PUT /_simulator/faults, PUT /_simulator/tokens/{token}, PUT /_simulator/stream-limit,
+            POST /_simulator/goaway, PUT /_simulator/fcm/accounts/{client_email}. Each control request needs
+            Authorization: Bearer <token>, the token from BROKER_SIMULATOR_CONTROL_TOKEN or, without it, one
+            generated at start and printed once.
+            """,
+        aliases: ["fcm-simulator"]
     )
 
     @OptionGroup var common: CommonOptions
@@ -27,6 +33,9 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Option(help: "A provider-token key as KEYID=path to its .p8 private key or PEM public key (repeatable).")
     var key: [String] = []
+
+    @Option(help: "An FCM service account's JSON key file whose assertions the token endpoint takes (repeatable).")
+    var fcmAccount: [String] = []
 
     @Option(help: "An accepted apns-topic (repeatable); any topic when none is given.")
     var topic: [String] = []
@@ -60,6 +69,21 @@ struct SimulatorCommand: AsyncParsableCommand {
                 keys[parts[0]] = publicKey
             } else {
                 throw ValidationError("\(parts[1]) holds no P-256 key in PEM form")
+            }
+        }
+        var accounts: [String: FCMSimulatedAccount] = [:]
+        for file in fcmAccount {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw ValidationError("cannot read the FCM service account key \(file)")
+            }
+            do {
+                let account = try FCMServiceAccount(json: data)
+                accounts[account.clientEmail] = FCMSimulatedAccount(
+                    projectID: account.projectID,
+                    publicKey: account.publicKey
+                )
+            } catch {
+                throw ValidationError("\(file): \(error)")
             }
         }
         var tls: TLSConfiguration?
@@ -99,7 +123,8 @@ struct SimulatorCommand: AsyncParsableCommand {
                 allowedTopics: topic.isEmpty ? nil : Set(topic),
                 benchmarkMode: benchmark,
                 controlToken: controlToken,
-                connectionLimits: limits
+                connectionLimits: limits,
+                fcmAccounts: accounts
             )
         )
         let port = try await simulator.start()
@@ -107,8 +132,10 @@ struct SimulatorCommand: AsyncParsableCommand {
         FileHandle.standardOutput.write(
             Data(
                 """
+                FCM simulator on the same listener: \(accounts.count) service account(s), token endpoint \(scheme)://\(address.host):\(port)/token.
                 APNs simulator on \(scheme)://\(address.host):\(port) (\(keys.isEmpty ? "no provider-token keys: certificate mode" : "\(keys.count) key(s)")\
                 \(benchmark ? ", benchmark mode" : "")). Accepted pushes: \(scheme)://\(address.host):\(port)/_simulator/accepted\
+                \(controlToken == nil ? "" : " and /_simulator/fcm/accepted")\
                 \(controlToken == nil ? " (control API off)" : "")
                 \(generated ? "Control token (shown once): \(controlToken ?? "")\n" : "")
 

@@ -43,7 +43,8 @@ public struct APNsSimulatorConfiguration: Sendable {
         recordLimit: Int = 100_000,
         controlToken: String? = nil,
         idleTimeout: Duration = .seconds(300),
-        connectionLimits: ConnectionLimits = ConnectionLimits()
+        connectionLimits: ConnectionLimits = ConnectionLimits(),
+        fcmAccounts: [String: FCMSimulatedAccount] = [:]
     ) {
         self.host = host
         self.port = port
@@ -56,6 +57,7 @@ public struct APNsSimulatorConfiguration: Sendable {
         self.controlToken = controlToken
         self.idleTimeout = idleTimeout
         self.connectionLimits = connectionLimits
+        self.fcmAccounts = fcmAccounts
     }
 }
 
