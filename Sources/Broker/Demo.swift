@@ -4,9 +4,9 @@ import Foundation
 import Gateway
 import Logging
 
-/// The embedded default in one command: SQLite in the data directory, the APNs simulator in-process, a demo
-/// tenant with a sample catalog in English and German and a few hundred users spread over time zones, whose
-/// delivery times fall in the next minutes. Shows the dispatch as it happens. Safe to run again on the same data:
+/// The embedded default in one command: SQLite in the data directory, the push simulator in-process (APNs and
+/// FCM), a demo tenant with a sample catalog in English and German and a few hundred users spread over time zones,
+/// on iPhones and Android phones, whose delivery times fall in the next minutes. Shows the dispatch as it happens. Safe to run again on the same data:
 /// users already seeded keep their times, and a day already delivered is not delivered again.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -114,6 +114,8 @@ struct Demo: AsyncParsableCommand {
                 write(
                     "What APNs received: curl --http2 -k -H 'Authorization: Bearer \(controlToken)' "
                         + "https://localhost:\(port)/_simulator/accepted\n"
+                        + "What FCM received: curl --http2 -k -H 'Authorization: Bearer \(controlToken)' "
+                        + "https://localhost:\(port)/_simulator/fcm/accepted\n"
                 )
             }
             let scheduler = app.scheduler?.statistics ?? SchedulerStatistics()
@@ -200,16 +202,27 @@ struct Demo: AsyncParsableCommand {
         let demoUsers = try await store.users(tenant: tenantID).filter { names.contains($0.username) }
         let targets = try await store.pushTargets(tenant: tenantID, users: demoUsers.map(\.id))
         let deviceless = demoUsers.filter { targets[$0.id]?.devices.isEmpty ?? true }
+        // With FCM configured, ben, dora and about a third of the others carry an Android phone, the rest an iPhone.
+        let android: Bool = if case .disabled = settings.fcm { false } else { true }
         _ = try await store.registerDevices(
             try deviceless.map { user in
-                try Device(
+                let hash = stableHash("demo-device", user.username)
+                let named = Self.named.contains { $0.name == user.username }
+                let onAndroid = android && (named ? ["ben", "dora"].contains(user.username) : hash % 3 == 0)
+                return try Device(
                     tenant: tenantID,
                     topic: tenant.apnsTopic,
-                    token: try DeviceToken(String(format: "%064llx", stableHash("demo-device", user.username))),
+                    token: onAndroid
+                        ? try DeviceToken(
+                            "demo-\(user.username):APA91b\(String(format: "%016llx", hash))",
+                            channel: .fcm
+                        )
+                        : try DeviceToken(String(format: "%064llx", hash)),
                     owner: user.id,
-                    name: "\(user.username)'s iPhone",
+                    name: "\(user.username)'s \(onAndroid ? "Android phone" : "iPhone")",
                     environment: .production,
-                    registeredAt: now
+                    registeredAt: now,
+                    channel: onAndroid ? .fcm : .apns
                 )
             }
         )

@@ -380,7 +380,11 @@ struct BrokerProcessTests {
         let users = try await store.users(tenant: demo)
         #expect(users.count == 8)  // anna, ben, chen, dora, eli and user001-003
         for user in users {
-            #expect(try await store.devices(tenant: demo, owner: user.id).count == 1, "\(user.username)")
+            let devices = try await store.devices(tenant: demo, owner: user.id)
+            #expect(devices.count == 1, "\(user.username)")
+            // FCM is on with the embedded default: ben and dora carry Android phones, anna an iPhone.
+            if ["ben", "dora"].contains(user.username) { #expect(devices.first?.channel == .fcm, "\(user.username)") }
+            if user.username == "anna" { #expect(devices.first?.channel == .apns) }
         }
     }
 
