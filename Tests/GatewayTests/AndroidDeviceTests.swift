@@ -42,6 +42,15 @@ struct AndroidDeviceTests {
             #expect(message.collapseKey == simulator.accepted.first?.collapseID)
             #expect(message.collapseKey.map { $0.hasPrefix("impulse-") } == true)
 
+            // The tenant's admin sees the FCM pool its Android pushes went through.
+            let inspect = try await broker.send(.GET, "/v1/admin/inspect", user: "root")
+            let tenant = try #require((inspect.json["tenants"] as? [[String: Any]])?.first)
+            let fcm = try #require(tenant["fcm"] as? [String: Any], "\(inspect.text)")
+            #expect(fcm["identity"] as? String == "default" && fcm["project"] as? String == "impulse-simulated")
+            #expect(fcm["credential"] as? String == "usable" && fcm["tokenExchanges"] as? Int == 1)
+            #expect(fcm["pushesSent"] as? Int == 0)  // the default account's counters are the operator's to see
+            #expect((fcm["connections"] as? [[String: Any]])?.isEmpty == false)
+
             // One owner per device: bob's registration moves it; his logout's unregister removes it.
             let moved = try await broker.send(
                 .PUT,

@@ -92,7 +92,13 @@ public func buildApplication(
             metrics: metrics.metrics
         )
     }
-    let inspector = Inspector(store: store, gateway: push.gateway, transport: push.transport, scheduler: scheduler)
+    let inspector = Inspector(
+        store: store,
+        gateway: push.gateway,
+        transport: push.transport,
+        fcm: push.fcm,
+        scheduler: scheduler
+    )
     let tenants = TenantDirectory(catalog: ledger.catalog, defaultTenant: configuration.defaultTenant)
     let vault = APNsCredentialVault(key: configuration.credentialKey)
     let credentials = push.transport.map {

@@ -84,6 +84,31 @@ public final class FCMPushTransport: PushTransport {
         pool(tenant: tenant)?.failed
     }
 
+    /// What `/inspect` shows of the pool a tenant's Android pushes use.
+    public struct PoolView: Sendable {
+        /// The tenant's own account (else the broker's default).
+        public var own: Bool
+        public var project: String
+        public var client: HTTP2PushClient
+        public var tokens: FCMAccessTokens
+        /// Why FCM refused the account (nil: usable).
+        public var failed: String?
+    }
+
+    public func poolView(tenant: TenantID) -> PoolView? {
+        pools.withLock { pools in
+            let own = pools.tenants[tenant]
+            guard let pool = own ?? pools.fallback else { return nil }
+            return PoolView(
+                own: own != nil,
+                project: pool.tokens.account.projectID,
+                client: pool.client,
+                tokens: pool.tokens,
+                failed: pool.failed
+            )
+        }
+    }
+
     public var allClients: [HTTP2PushClient] {
         pools.withLock { $0.tenants.values.map(\.client) + ($0.fallback.map { [$0.client] } ?? []) }
     }

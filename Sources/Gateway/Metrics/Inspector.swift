@@ -6,7 +6,22 @@ public struct Inspector: Sendable {
     let store: any ChangeFeedStore & TenantStore
     let gateway: PushGateway?
     let transport: APNsPushTransport?
+    let fcm: FCMPushTransport?
     let scheduler: Scheduler?
+
+    init(
+        store: any ChangeFeedStore & TenantStore,
+        gateway: PushGateway?,
+        transport: APNsPushTransport?,
+        fcm: FCMPushTransport? = nil,
+        scheduler: Scheduler?
+    ) {
+        self.store = store
+        self.gateway = gateway
+        self.transport = transport
+        self.fcm = fcm
+        self.scheduler = scheduler
+    }
     let startedAt = Date()
 
     struct Connection: Encodable {
@@ -29,6 +44,25 @@ public struct Inspector: Sendable {
         var unreachable: Unreachable?
     }
 
+    /// The FCM pool a tenant's Android pushes go through.
+    struct FCMPool: Encodable {
+        var identity: String
+        var project: String
+        var connections: [Connection]
+        var pushesSent: Int
+        var connectionsOpened: Int
+        var goAways: Int
+        var unreachable: Unreachable?
+        /// `usable`, or `failed` (FCM refused the service account: the tenant's Android pushes stop until it is
+        /// replaced), with FCM's reason.
+        var credential: String
+        var credentialError: String?
+        /// Present while FCM asked for a pause (429 or 503 with `Retry-After`): the seconds left.
+        var pausedForSeconds: Int?
+        /// Access tokens fetched since start.
+        var tokenExchanges: Int
+    }
+
     struct Unreachable: Encodable {
         var failedAttempts: Int
         var forSeconds: Int
@@ -40,7 +74,8 @@ public struct Inspector: Sendable {
         var queued: Int
         var configurationError: String?
         var apns: [APNsPool]
-        /// What APNs refused (or never answered) in the last hour, by kind, most recent first.
+        var fcm: FCMPool?
+        /// What APNs or FCM refused (or never answered) in the last hour, by kind, most recent first.
         var refusals: [Refusal]
     }
 
@@ -93,6 +128,31 @@ public struct Inspector: Sendable {
         var tenants: [TenantView]
     }
 
+    static func connections(
+        _ snapshot: [(maxStreams: UInt32, inFlight: Int, verified: Bool, open: Bool)]
+    ) -> [Connection] {
+        snapshot.map {
+            Connection(
+                state: $0.open ? "open" : "draining",
+                streamLimit: $0.maxStreams,
+                streamsInFlight: $0.inFlight,
+                verified: $0.verified
+            )
+        }
+    }
+
+    /// Present while the pool's service cannot be reached.
+    static func unreachable(
+        _ reachability: (failures: Int, since: ContinuousClock.Instant?, lastError: String?)
+    ) -> Unreachable? {
+        guard reachability.failures > 0 else { return nil }
+        return Unreachable(
+            failedAttempts: reachability.failures,
+            forSeconds: Int((reachability.since?.duration(to: .now) ?? .zero).components.seconds),
+            lastError: reachability.lastError
+        )
+    }
+
     /// Everything, or only `tenant`'s part (then nothing about other tenants, the node, or the shared scheduler).
     func view(tenant only: TenantID? = nil) async throws -> View {
         let snapshot = await gateway?.snapshot()
@@ -113,27 +173,34 @@ public struct Inspector: Sendable {
                     APNsPool(
                         identity: own ? "tenant" : "default",
                         environment: pool.environment.rawValue,
-                        connections: connections.map {
-                            Connection(
-                                state: $0.open ? "open" : "draining",
-                                streamLimit: $0.maxStreams,
-                                streamsInFlight: $0.inFlight,
-                                verified: $0.verified
-                            )
-                        },
+                        connections: Self.connections(connections),
                         jwtAgeSeconds: pool.tokenIssuedAt.map { Int(now.timeIntervalSince($0)) },
                         // The default pool's counters are shared: shown to a tenant only in the operator's view.
                         pushesSent: own || only == nil ? counters.sent : 0,
                         connectionsOpened: counters.connectionsOpened,
                         goAways: counters.goAways,
-                        unreachable: reachability.failures == 0
-                            ? nil
-                            : Unreachable(
-                                failedAttempts: reachability.failures,
-                                forSeconds: Int((reachability.since?.duration(to: .now) ?? .zero).components.seconds),
-                                lastError: reachability.lastError
-                            )
+                        unreachable: Self.unreachable(reachability)
                     )
+                )
+            }
+            var fcmView: FCMPool?
+            if let pool = fcm?.poolView(tenant: id) {
+                let connections = await pool.client.snapshot()
+                let counters = await pool.client.counters
+                let reachability = await pool.client.reachability
+                let pause = await pool.client.pausedUntil.map { ContinuousClock.now.duration(to: $0) }
+                fcmView = FCMPool(
+                    identity: pool.own ? "tenant" : "default",
+                    project: pool.project,
+                    connections: Self.connections(connections),
+                    pushesSent: pool.own || only == nil ? counters.sent : 0,
+                    connectionsOpened: counters.connectionsOpened,
+                    goAways: counters.goAways,
+                    unreachable: Self.unreachable(reachability),
+                    credential: pool.failed == nil ? "usable" : "failed",
+                    credentialError: pool.failed,
+                    pausedForSeconds: pause.map { Int($0.components.seconds) + 1 },
+                    tokenExchanges: await pool.tokens.exchanges
                 )
             }
             let refusals = await gateway?.recentRefusals(tenant: id) ?? []
@@ -144,6 +211,7 @@ public struct Inspector: Sendable {
                     queued: snapshot?.queued[id] ?? 0,
                     configurationError: snapshot?.paused[id],
                     apns: views,
+                    fcm: fcmView,
                     refusals: refusals.map {
                         Refusal(
                             kind: $0.kind,
