@@ -371,6 +371,28 @@ paths["/t/{tenant}/admin/v1/apns-credentials/{credential}"] = {
     "delete": op("Deletes an uploaded APNs credential (with none left, the configuration's credential pushes)", NO_CONTENT, ADMIN,
                  params=[ten, cred], tags=TA)}
 
+S["FCMCredential"] = {"type": "object", "additionalProperties": False, "description": "An uploaded FCM service account: what it is and where it stands in the rotation, never its key.",
+  "required": ["id", "projectID", "clientEmail", "fingerprint", "state", "createdAt"],
+  "properties": {"id": {"type": "string"}, "projectID": {"type": "string"}, "clientEmail": {"type": "string"}, "privateKeyID": {"type": "string"},
+    "fingerprint": {"type": "string", "description": "SHA-256 of the public key, hex"},
+    "state": {"type": "string", "enum": ["pending", "active", "failed", "unreadable"], "description": "pending: tried by the next Android pushes, the active one kept until FCM accepts one; active: in use; failed: FCM refused it (lastError); unreadable: this broker's credential key does not open it (upload it again)"},
+    "createdAt": {"type": "string", "format": "date-time"}, "activatedAt": {"type": "string", "format": "date-time"}, "lastError": {"type": "string"}}}
+S["FCMCredentialPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
+  "properties": {"items": {"type": "array", "items": ref("FCMCredential")}, "next": NEXT}}
+S["FCMCredentialUpload"] = {"type": "object", "required": ["serviceAccount"], "description": "The service account's JSON key file from the Firebase console, as an object (or as its text).",
+  "properties": {"serviceAccount": {"oneOf": [{"type": "object"}, {"type": "string"}]}}}
+paths["/t/{tenant}/admin/v1/fcm-credentials"] = {
+    "get": op("The tenant's uploaded FCM service accounts, newest first (operators; its admins when allowed)", json_response("the credentials", "FCMCredentialPage"),
+              ADMIN, params=[ten], tags=TA),
+    "post": op("Uploads an FCM service account: checked, sealed at rest, tried by the next Android pushes and kept once FCM accepts one",
+               json_response("uploaded, pending; Location names it", "FCMCredential", "201"), ADMIN, params=[ten],
+               body=jbody("FCMCredentialUpload"), tags=TA,
+               desc="The key must have project_id, client_email and private_key, an RSA key of at least 2048 bits that verifies what it signs (422 otherwise, naming the field). 409 when the broker has no credential key. Uploading again replaces a pending one. The previous account pushes until FCM accepts a push made with the new one; if FCM (or its token endpoint) refuses the new one, it is marked failed and the previous one goes on.")}
+paths["/t/{tenant}/admin/v1/fcm-credentials/{credential}"] = {
+    "get": op("An uploaded FCM service account", json_response("the credential", "FCMCredential"), ADMIN, params=[ten, cred], tags=TA),
+    "delete": op("Deletes an uploaded FCM service account (with none left, the configuration's key file pushes)", NO_CONTENT, ADMIN,
+                 params=[ten, cred], tags=TA)}
+
 LIFE_AREAS = ["work", "career", "finances", "health", "fitness", "nutrition", "sleep", "family", "partnership", "friends", "leisure", "mindfulness"]
 count = {"type": "integer", "minimum": 0}
 S["EngagementCounts"] = {"type": "object", "additionalProperties": False,
@@ -517,7 +539,7 @@ for path, item in paths.items():
 
 import re
 # The admin API refuses members its bodies do not have (400 unknown-member, naming them); the app's routes do not.
-for name in ["NewOperator", "NewTenant", "TenantSettings", "APNsCredentialUpload", "Retired", "NewUser", "UserChanges",
+for name in ["NewOperator", "NewTenant", "TenantSettings", "APNsCredentialUpload", "FCMCredentialUpload", "Retired", "NewUser", "UserChanges",
              "DeliverRequest", "Password", "WebhookSettings"]:
     S[name]["additionalProperties"] = False
 def op_id(method, path):

@@ -65,7 +65,8 @@ struct FCMFileSettings: Decodable {
                     serverHostname: serverHostname
                 ),
                 defaultAccount: try serviceAccount.map { try load($0, tokenURI: exchange) },
-                accounts: try tenantAccounts(tokenURI: exchange)
+                accounts: try tenantAccounts(tokenURI: exchange),
+                tokenURI: exchange
             )
         case let other:
             throw ValidationError("fcm.mode must be simulator, google, external or disabled, not \(other)")

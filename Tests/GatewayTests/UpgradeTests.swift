@@ -70,7 +70,7 @@ struct UpgradeTests {
         var configuration = try PostgresStoreConfiguration(url: url)
         configuration.migrations = .leave
         let old = try await PostgresStore(configuration: configuration, logger: Logger(label: "upgrade-tests"))
-        try await old.migrate(upTo: 16)
+        try await old.migrate(upTo: 17)
         let environment = ["BROKER_DATABASE": url]
         let data = TestBroker.temporaryDirectory()
         // A migration that cannot finish (another session holds the migrations' lock) ends at the deadline.
@@ -91,10 +91,10 @@ struct UpgradeTests {
             dataDirectory: data,
             environment: environment
         )
-        #expect(serve.status != 0 && serve.error.contains("(17 device-channels)"), "\(serve.error)")
+        #expect(serve.status != 0 && serve.error.contains("(18 fcm-credentials)"), "\(serve.error)")
         let check = try await BrokerProcess.run(["migrate", "--check"], dataDirectory: data, environment: environment)
         #expect(
-            check.status == 2 && check.output.contains("1 pending migration:\n  17 device-channels:"),
+            check.status == 2 && check.output.contains("1 pending migration:\n  18 fcm-credentials:"),
             "\(check.output)"
         )
         let applied = try await BrokerProcess.run(["migrate"], dataDirectory: data, environment: environment)

@@ -17,15 +17,20 @@ extension Administration {
         actor.role == .operator || tenant.adminsManageAPNsCredentials
     }
 
-    /// The tenant's uploaded credentials, newest first (what they are, never their secrets).
-    public func apnsCredentials(tenant: TenantID, by actor: AdminActor) async throws -> [StoredAPNsCredential] {
+    /// The tenant's uploaded credentials of one channel, newest first (what they are, never their secrets).
+    public func apnsCredentials(
+        tenant: TenantID,
+        channel: PushChannel = .apns,
+        by actor: AdminActor
+    ) async throws -> [StoredAPNsCredential] {
         _ = try await credentialsTenant(tenant, by: actor)
-        return try await store.apnsCredentials(tenant: tenant).reversed()
+        return try await store.apnsCredentials(tenant: tenant, channel: channel).reversed()
     }
 
     /// Checks an upload (the key signs a token; the certificate opens, holds its key, lists the tenant's topic and
-    /// has not expired), seals it and stores it as the tenant's pending credential: pushes try it first, and it
-    /// replaces the active one when APNs has accepted a push made with it.
+    /// has not expired; the service account's key signs an assertion its public key verifies), seals it and stores
+    /// it as the tenant's pending credential of its channel: pushes try it first, and it replaces the active one
+    /// when the channel has accepted a push made with it.
     public func uploadAPNsCredential(
         tenant id: TenantID,
         _ upload: APNsCredentialUpload,
@@ -61,29 +66,38 @@ extension Administration {
             credential,
             audit: AuditEntry(
                 actor,
-                "apns-credential.upload",
+                upload.channel == .apns ? "apns-credential.upload" : "fcm-credential.upload",
                 tenant: id,
-                target: "apns-credential:\(credentialID)",
+                target: "\(upload.channel.rawValue)-credential:\(credentialID)",
                 at: now()
             )
         )
         return credential
     }
 
-    /// Deletes one of the tenant's credentials: with none left, the tenant pushes with the configuration's.
-    public func deleteAPNsCredential(tenant: TenantID, id: String, by actor: AdminActor) async throws {
+    /// Deletes one of the tenant's credentials of a channel: with none left, the tenant pushes with the
+    /// configuration's.
+    public func deleteAPNsCredential(
+        tenant: TenantID,
+        id: String,
+        channel: PushChannel = .apns,
+        by actor: AdminActor
+    ) async throws {
         _ = try await credentialsTenant(tenant, by: actor)
         let deleted = try await store.deleteAPNsCredential(
             tenant: tenant,
             id: id,
+            channel: channel,
             audit: AuditEntry(
                 actor,
-                "apns-credential.delete",
+                "\(channel.rawValue)-credential.delete",
                 tenant: tenant,
-                target: "apns-credential:\(id)",
+                target: "\(channel.rawValue)-credential:\(id)",
                 at: now()
             )
         )
-        guard deleted else { throw EngineError(.notFound, "no APNs credential \(id.prefix(64)) in \(tenant)") }
+        guard deleted else {
+            throw EngineError(.notFound, "no \(channel == .apns ? "APNs" : "FCM") credential \(id.prefix(64)) in \(tenant)")
+        }
     }
 }

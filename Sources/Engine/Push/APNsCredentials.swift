@@ -1,11 +1,13 @@
 import Foundation
 
-/// How an uploaded APNs credential authenticates.
+/// How an uploaded push credential authenticates.
 public enum APNsCredentialKind: String, Sendable, Codable {
-    /// A provider-token signing key (`.p8`): team id, key id and a P-256 key.
+    /// APNs: a provider-token signing key (`.p8`): team id, key id and a P-256 key.
     case token
-    /// A TLS client certificate with its key (from a PKCS#12 bundle).
+    /// APNs: a TLS client certificate with its key (from a PKCS#12 bundle).
     case certificate
+    /// FCM: a service account's JSON key (project, account address, RSA key).
+    case serviceAccount = "service-account"
 }
 
 /// Where an uploaded credential stands in its tenant's rotation.
@@ -18,7 +20,9 @@ public enum APNsCredentialState: String, Sendable, Codable {
     case failed
 }
 
-/// A credential as the store keeps it: what it is, and its secret sealed with the broker's credential key.
+/// A credential as the store keeps it: what it is, and its secret sealed with the broker's credential key. The
+/// fields serve both channels: for an FCM service account, `teamID` is the Firebase project, `keyID` the key's id
+/// and `topics` the account's address.
 public struct StoredAPNsCredential: Sendable, Equatable {
     public var id: String
     public var tenant: TenantID
@@ -37,6 +41,9 @@ public struct StoredAPNsCredential: Sendable, Equatable {
     public var activatedAt: Date?
     /// Why APNs refused it (a failed credential).
     public var lastError: String?
+
+    /// The channel it pushes to (its kind tells).
+    public var channel: PushChannel { kind.channel }
 
     public init(
         id: String,
@@ -73,6 +80,16 @@ public struct StoredAPNsCredential: Sendable, Equatable {
 public enum APNsCredentialUpload: Sendable {
     case token(teamID: String, keyID: String, privateKeyPEM: String)
     case certificate(pkcs12: [UInt8], passphrase: String)
+    /// An FCM service account's JSON key file.
+    case serviceAccount(json: Data)
+
+    public var channel: PushChannel {
+        if case .serviceAccount = self { .fcm } else { .apns }
+    }
+}
+
+extension APNsCredentialKind {
+    public var channel: PushChannel { self == .serviceAccount ? .fcm : .apns }
 }
 
 /// What checking an upload learned, and the upload sealed.
@@ -112,12 +129,13 @@ public protocol APNsCredentialInspector: Sendable {
     func inspect(_ upload: APNsCredentialUpload, id: String, tenant: TenantID) throws -> InspectedAPNsCredential
 }
 
-/// The credentials uploaded over the admin API. Every write logs an `.apnsCredentials` change, so every node's
-/// push gateway loads the tenant's credentials again.
+/// The credentials uploaded over the admin API, one rotation per tenant and channel (APNs' and FCM's in tables of
+/// their own: a node of the previous release never touches FCM's). Every write logs an `.apnsCredentials` change,
+/// so every node's push gateway loads the tenant's credentials again.
 public protocol APNsCredentialStore: Sendable {
-    /// One tenant's, or every tenant's (nil), oldest first.
-    func apnsCredentials(tenant: TenantID?) async throws -> [StoredAPNsCredential]
-    /// Adds a pending credential, replacing the tenant's other pending one (never proven) if any.
+    /// One tenant's, or every tenant's (nil), of one channel, oldest first.
+    func apnsCredentials(tenant: TenantID?, channel: PushChannel) async throws -> [StoredAPNsCredential]
+    /// Adds a pending credential, replacing the tenant's other pending one of its channel (never proven) if any.
     func addAPNsCredential(_ credential: StoredAPNsCredential, audit: AuditEntry) async throws
     /// Settles a pending credential once APNs answered a push made with it: proven, it becomes the tenant's active
     /// credential and the one it replaces is deleted; refused, it is marked failed with the reason. False when
@@ -125,13 +143,27 @@ public protocol APNsCredentialStore: Sendable {
     func settleAPNsCredential(
         tenant: TenantID,
         id: String,
+        channel: PushChannel,
         proven: Bool,
         reason: String?,
         at: Date
     ) async throws
         -> Bool
-    /// Deletes a credential; false when there was none.
-    func deleteAPNsCredential(tenant: TenantID, id: String, audit: AuditEntry) async throws -> Bool
+    /// Deletes a credential of the channel; false when there was none.
+    func deleteAPNsCredential(tenant: TenantID, id: String, channel: PushChannel, audit: AuditEntry) async throws
+        -> Bool
+}
+
+extension APNsCredentialStore {
+    /// APNs' credentials.
+    public func apnsCredentials(tenant: TenantID?) async throws -> [StoredAPNsCredential] {
+        try await apnsCredentials(tenant: tenant, channel: .apns)
+    }
+}
+
+extension PushChannel {
+    /// The table of the channel's uploaded credentials.
+    var credentialTable: String { self == .apns ? "apns_credentials" : "fcm_credentials" }
 }
 
 /// Which of a tenant's stored credentials its pushes use: the active one, and a pending one tried first until

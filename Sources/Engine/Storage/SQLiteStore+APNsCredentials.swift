@@ -2,31 +2,33 @@ import Foundation
 import GRDB
 
 extension SQLiteStore {
-    public func apnsCredentials(tenant: TenantID?) async throws -> [StoredAPNsCredential] {
-        try await read { db in
+    public func apnsCredentials(tenant: TenantID?, channel: PushChannel) async throws -> [StoredAPNsCredential] {
+        let table = channel.credentialTable
+        return try await read { db in
             let rows =
                 if let tenant {
                     try Row.fetchAll(
                         db,
-                        sql: "SELECT * FROM apns_credentials WHERE tenant_id = ? ORDER BY created_at, id",
+                        sql: "SELECT * FROM \(table) WHERE tenant_id = ? ORDER BY created_at, id",
                         arguments: [tenant.rawValue]
                     )
                 } else {
-                    try Row.fetchAll(db, sql: "SELECT * FROM apns_credentials ORDER BY created_at, id")
+                    try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY created_at, id")
                 }
             return rows.map(Self.apnsCredential(from:))
         }
     }
 
     public func addAPNsCredential(_ credential: StoredAPNsCredential, audit: AuditEntry) async throws {
+        let table = credential.channel.credentialTable
         try await write { db in
             try db.execute(
-                sql: "DELETE FROM apns_credentials WHERE tenant_id = ? AND state = 'pending'",
+                sql: "DELETE FROM \(table) WHERE tenant_id = ? AND state = 'pending'",
                 arguments: [credential.tenant.rawValue]
             )
             try db.execute(
                 sql: """
-                    INSERT INTO apns_credentials (id, tenant_id, kind, team_id, key_id, topics, not_after, fingerprint,
+                    INSERT INTO \(table) (id, tenant_id, kind, team_id, key_id, topics, not_after, fingerprint,
                         sealed, state, created_at, activated_at, last_error)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
@@ -44,14 +46,16 @@ extension SQLiteStore {
     public func settleAPNsCredential(
         tenant: TenantID,
         id: String,
+        channel: PushChannel,
         proven: Bool,
         reason: String?,
         at date: Date
     ) async throws -> Bool {
-        try await write { db in
+        let table = channel.credentialTable
+        return try await write { db in
             try db.execute(
                 sql: """
-                    UPDATE apns_credentials SET state = ?, activated_at = ?, last_error = ?
+                    UPDATE \(table) SET state = ?, activated_at = ?, last_error = ?
                     WHERE tenant_id = ? AND id = ? AND state = 'pending'
                     """,
                 arguments: [
@@ -61,7 +65,7 @@ extension SQLiteStore {
             guard db.changesCount == 1 else { return false }
             if proven {
                 try db.execute(
-                    sql: "DELETE FROM apns_credentials WHERE tenant_id = ? AND state = 'active' AND id <> ?",
+                    sql: "DELETE FROM \(table) WHERE tenant_id = ? AND state = 'active' AND id <> ?",
                     arguments: [tenant.rawValue, id]
                 )
             }
@@ -70,10 +74,16 @@ extension SQLiteStore {
         }
     }
 
-    public func deleteAPNsCredential(tenant: TenantID, id: String, audit: AuditEntry) async throws -> Bool {
-        try await write { db in
+    public func deleteAPNsCredential(
+        tenant: TenantID,
+        id: String,
+        channel: PushChannel,
+        audit: AuditEntry
+    ) async throws -> Bool {
+        let table = channel.credentialTable
+        return try await write { db in
             try db.execute(
-                sql: "DELETE FROM apns_credentials WHERE tenant_id = ? AND id = ?",
+                sql: "DELETE FROM \(table) WHERE tenant_id = ? AND id = ?",
                 arguments: [tenant.rawValue, id]
             )
             guard db.changesCount == 1 else { return false }

@@ -406,6 +406,30 @@ extension SQLiteStore {
             // default: the previous release's nodes register APNs devices as before.
             try db.execute(sql: "ALTER TABLE devices ADD COLUMN channel TEXT NOT NULL DEFAULT 'apns'")
         }
+        migrator.registerMigration("v20-fcm-credentials") { db in
+            // FCM service accounts uploaded over the admin API (issue 35), sealed like APNs credentials, in a
+            // rotation of their own: a table of their own, which the previous release's nodes never touch.
+            try db.execute(
+                sql: """
+                    CREATE TABLE fcm_credentials (
+                        id TEXT PRIMARY KEY,
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        kind TEXT NOT NULL,
+                        team_id TEXT,
+                        key_id TEXT,
+                        topics TEXT NOT NULL,
+                        not_after REAL,
+                        fingerprint TEXT NOT NULL,
+                        sealed TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        created_at REAL NOT NULL,
+                        activated_at REAL,
+                        last_error TEXT
+                    );
+                    CREATE INDEX fcm_credentials_tenant ON fcm_credentials(tenant_id);
+                    """
+            )
+        }
         return migrator
     }
 

@@ -5,7 +5,7 @@ import NIOSSL
 import SwiftASN1
 import X509
 
-/// Seals uploaded APNs credentials with the broker's credential key (AES-256-GCM, bound to the tenant and the
+/// Seals uploaded push credentials (APNs' keys and certificates, FCM's service accounts) with the broker's credential key (AES-256-GCM, bound to the tenant and the
 /// credential's id, so a sealed secret copied to another row does not open), checks uploads, and opens stored ones
 /// for the push transport. Without a key nothing can be uploaded.
 public struct APNsCredentialVault: APNsCredentialInspector {
@@ -23,6 +23,8 @@ public struct APNsCredentialVault: APNsCredentialInspector {
         var privateKeyPEM: String?
         var pkcs12: Data?
         var passphrase: String?
+        /// An FCM service account's JSON key, as uploaded.
+        var serviceAccount: Data?
     }
 
     public func inspect(_ upload: APNsCredentialUpload, id: String, tenant: TenantID) throws -> InspectedAPNsCredential
@@ -66,22 +68,38 @@ public struct APNsCredentialVault: APNsCredentialInspector {
                 fingerprint: Self.hex(SHA256.hash(data: der)),
                 sealed: try seal(Secret(pkcs12: Data(bytes), passphrase: passphrase), id: id, tenant: tenant)
             )
+        case .serviceAccount(let json):
+            // Every field it needs, an RSA key of 2048 bits or more, and an assertion its public key verifies.
+            let account: FCMServiceAccount
+            do { account = try FCMServiceAccount(json: json) } catch {
+                throw EngineError(.invalidInput, error.description)
+            }
+            return InspectedAPNsCredential(
+                kind: .serviceAccount,
+                teamID: account.projectID,
+                keyID: account.privateKeyID,
+                topics: [account.clientEmail],
+                notAfter: nil,
+                fingerprint: account.fingerprint,
+                sealed: try seal(Secret(serviceAccount: json), id: id, tenant: tenant)
+            )
+        }
+    }
+
+    /// The FCM service account of a stored credential; throws when the key cannot open it.
+    public func openServiceAccount(_ stored: StoredAPNsCredential) throws -> FCMServiceAccount {
+        let secret = try secret(of: stored)
+        guard stored.kind == .serviceAccount, let json = secret.serviceAccount else {
+            throw EngineError(.invalidInput, "credential \(stored.id) is not an FCM service account")
+        }
+        do { return try FCMServiceAccount(json: json) } catch {
+            throw EngineError(.invalidInput, "credential \(stored.id): \(error.description)")
         }
     }
 
     /// The push transport's credential of a stored one; throws when the key cannot open it (another key).
     public func open(_ stored: StoredAPNsCredential) throws -> APNsCredential {
-        guard let key else { throw EngineError(.conflict, "this broker has no credential key") }
-        guard let box = Data(base64Encoded: stored.sealed), let sealedBox = try? AES.GCM.SealedBox(combined: box),
-            let plain = try? AES.GCM.open(
-                sealedBox,
-                using: key,
-                authenticating: Self.binding(stored.id, stored.tenant)
-            ),
-            let secret = try? JSONDecoder().decode(Secret.self, from: plain)
-        else {
-            throw EngineError(.invalidInput, "the credential key does not open credential \(stored.id)")
-        }
+        let secret = try secret(of: stored)
         switch stored.kind {
         case .token:
             return .token(
@@ -97,7 +115,25 @@ public struct APNsCredentialVault: APNsCredentialInspector {
                 passphrase: secret.passphrase ?? ""
             )
             return .certificate(chain: [.certificate(certificate)], key: .privateKey(privateKey))
+        case .serviceAccount:
+            throw EngineError(.invalidInput, "credential \(stored.id) is FCM's, not APNs'")
         }
+    }
+
+    /// The sealed secret, opened with the key and the credential's binding.
+    func secret(of stored: StoredAPNsCredential) throws -> Secret {
+        guard let key else { throw EngineError(.conflict, "this broker has no credential key") }
+        guard let box = Data(base64Encoded: stored.sealed), let sealedBox = try? AES.GCM.SealedBox(combined: box),
+            let plain = try? AES.GCM.open(
+                sealedBox,
+                using: key,
+                authenticating: Self.binding(stored.id, stored.tenant)
+            ),
+            let secret = try? JSONDecoder().decode(Secret.self, from: plain)
+        else {
+            throw EngineError(.invalidInput, "the credential key does not open credential \(stored.id)")
+        }
+        return secret
     }
 
     func seal(_ secret: Secret, id: String, tenant: TenantID) throws -> String {
@@ -166,7 +202,9 @@ extension APNsCredentialVault {
     /// key does not open it (the key was changed or lost; the credential cannot push and must be uploaded again),
     /// whatever the store says.
     func shownState(_ credential: StoredAPNsCredential) -> (state: String, lastError: String?) {
-        guard (try? open(credential)) != nil else {
+        let opens =
+            credential.channel == .apns ? (try? open(credential)) != nil : (try? openServiceAccount(credential)) != nil
+        guard opens else {
             return (
                 "unreadable",
                 "this broker's credential key does not open it (was the key changed?); upload the credential again"

@@ -59,7 +59,158 @@ struct APNsCredentialUploadBody: Decodable, Sendable {
     }
 }
 
+/// An uploaded FCM service account as the admin API shows it: what it is and where it stands, never its key.
+struct FCMCredentialBody: Encodable, Sendable {
+    var id: String
+    var projectID: String
+    var clientEmail: String
+    var privateKeyID: String?
+    var fingerprint: String
+    var state: String
+    var createdAt: String
+    var activatedAt: String?
+    var lastError: String?
+
+    init(_ credential: StoredAPNsCredential, vault: APNsCredentialVault) {
+        id = credential.id
+        projectID = credential.teamID ?? ""
+        clientEmail = credential.topics.first ?? ""
+        privateKeyID = credential.keyID
+        fingerprint = credential.fingerprint
+        (state, lastError) = vault.shownState(credential)
+        createdAt = rfc3339(credential.createdAt)
+        activatedAt = credential.activatedAt.map(rfc3339)
+    }
+}
+
+/// `POST .../fcm-credentials`: `{"serviceAccount": <the JSON key file>}`, the file as an object or as its text.
+struct FCMCredentialUploadBody: Decodable, Sendable {
+    var json: Data
+
+    enum CodingKeys: String, CodingKey { case serviceAccount }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let text = try? container.decode(String.self, forKey: .serviceAccount) {
+            json = Data(text.utf8)
+        } else {
+            let object = try container.decode(JSONValue.self, forKey: .serviceAccount)
+            json = try JSONEncoder().encode(object)
+        }
+    }
+}
+
+/// Any JSON value, read and written back as it was.
+enum JSONValue: Codable, Sendable {
+    case string(String), number(Double), bool(Bool), null
+    case array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .null: try container.encodeNil()
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}
+
 extension AdminAPI {
+    /// A tenant's FCM service accounts: list, upload (pending until a push proves it), delete.
+    func addFCMCredentialRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
+        tenantResource(
+            router,
+            "/fcm-credentials",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, _, actor, tenant in
+                    let credentials = try await administration.apnsCredentials(
+                        tenant: tenant.id,
+                        channel: .fcm,
+                        by: actor
+                    )
+                    return try Representation.response(
+                        PageBody(items: credentials.map { FCMCredentialBody($0, vault: vault) }, next: nil),
+                        for: request
+                    )
+                },
+                .post: { request, _, actor, tenant in
+                    let body = try await Self.decode(
+                        api,
+                        FCMCredentialUploadBody.self,
+                        schema: "FCMCredentialUpload",
+                        from: request
+                    )
+                    let credential = try await administration.uploadAPNsCredential(
+                        tenant: tenant.id,
+                        .serviceAccount(json: body.json),
+                        inspector: vault,
+                        by: actor
+                    )
+                    await changed(tenant.id, [.apnsCredentials])
+                    var response = try Representation.response(
+                        FCMCredentialBody(credential, vault: vault),
+                        for: request,
+                        status: .created
+                    )
+                    response.headers[.location] = "/t/\(tenant.id)/admin/v1/fcm-credentials/\(credential.id)"
+                    return response
+                },
+            ]
+        )
+        tenantResource(
+            router,
+            "/fcm-credentials/:credential",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, context, actor, tenant in
+                    let id = try Self.parameter("credential", context)
+                    let credentials = try await administration.apnsCredentials(
+                        tenant: tenant.id,
+                        channel: .fcm,
+                        by: actor
+                    )
+                    guard let credential = credentials.first(where: { $0.id == id }) else {
+                        throw Problem(.notFound, "not-found", "no such FCM credential")
+                    }
+                    return try Representation.response(FCMCredentialBody(credential, vault: vault), for: request)
+                },
+                .delete: { _, context, actor, tenant in
+                    try await administration.deleteAPNsCredential(
+                        tenant: tenant.id,
+                        id: try Self.parameter("credential", context),
+                        channel: .fcm,
+                        by: actor
+                    )
+                    await changed(tenant.id, [.apnsCredentials])
+                    return Response(status: .noContent)
+                },
+            ]
+        )
+    }
+
     /// A tenant's APNs credentials: list, upload (pending until a push proves it), delete.
     func addAPNsCredentialRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
         tenantResource(

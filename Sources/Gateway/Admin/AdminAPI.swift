@@ -30,6 +30,7 @@ struct AdminAPI: Sendable {
         addMediaRoutes(router, api: api, scheme: scheme)
         addReportRoutes(router, api: api, scheme: scheme)
         addAPNsCredentialRoutes(router, api: api, scheme: scheme)
+        addFCMCredentialRoutes(router, api: api, scheme: scheme)
         addWebhookRoutes(router, api: api, scheme: scheme)
     }
 

@@ -1,31 +1,46 @@
 import Engine
 import Logging
 
-/// Keeps the push transport's uploaded credentials in step with the store: all of them at start, a tenant's
-/// again when the change feed (or this node's admin API) says they changed, and the verdicts of pushes made with a
-/// candidate written back (proven: it becomes the active credential on every node; refused: marked failed).
+/// Keeps the push transports' uploaded credentials (APNs' and FCM's) in step with the store: all of them at start,
+/// a tenant's again when the change feed (or this node's admin API) says they changed, and the verdicts of pushes
+/// made with a candidate written back (proven: it becomes the active credential on every node; refused: marked
+/// failed).
 struct APNsCredentialLoader: Sendable {
     let store: any APNsCredentialStore
     let vault: APNsCredentialVault
-    let transport: APNsPushTransport
+    let transport: APNsPushTransport?
+    let fcm: FCMPushTransport?
     let gateway: PushGateway?
     let logger: Logger
 
     /// Loads every tenant's credentials (a credential the key cannot open is skipped, with an error logged: the
     /// tenant pushes with the configuration's credential).
     func loadAll() async throws {
-        let stored = try await store.apnsCredentials(tenant: nil)
-        for (tenant, credentials) in Dictionary(grouping: stored, by: \.tenant) {
-            install(tenant, credentials)
+        if let transport {
+            let stored = try await store.apnsCredentials(tenant: nil, channel: .apns)
+            for (tenant, credentials) in Dictionary(grouping: stored, by: \.tenant) {
+                install(tenant, credentials)
+            }
+            transport.onCandidateVerdict { tenant, id, verdict in
+                await settle(tenant, id, .apns, verdict)
+            }
         }
-        transport.onCandidateVerdict { tenant, id, verdict in
-            await settle(tenant, id, verdict)
+        if let fcm {
+            let stored = try await store.apnsCredentials(tenant: nil, channel: .fcm)
+            for (tenant, credentials) in Dictionary(grouping: stored, by: \.tenant) {
+                installFCM(tenant, credentials)
+            }
+            fcm.onCandidateVerdict { tenant, id, verdict in
+                await settle(tenant, id, .fcm, verdict)
+            }
         }
     }
 
     func reload(tenant: TenantID) async {
         do {
-            install(tenant, try await store.apnsCredentials(tenant: tenant))
+            if fcm != nil { installFCM(tenant, try await store.apnsCredentials(tenant: tenant, channel: .fcm)) }
+            guard transport != nil else { return }
+            install(tenant, try await store.apnsCredentials(tenant: tenant, channel: .apns))
             // A tenant paused for rejected credentials gets another try with the new ones.
             await gateway?.resume(tenant: tenant)
         } catch {
@@ -38,7 +53,24 @@ struct APNsCredentialLoader: Sendable {
 
     private func install(_ tenant: TenantID, _ credentials: [StoredAPNsCredential]) {
         let selection = APNsCredentialSelection(credentials)
-        transport.install(tenant: tenant, active: opened(selection.active), candidate: opened(selection.candidate))
+        transport?.install(tenant: tenant, active: opened(selection.active), candidate: opened(selection.candidate))
+    }
+
+    private func installFCM(_ tenant: TenantID, _ credentials: [StoredAPNsCredential]) {
+        let selection = APNsCredentialSelection(credentials)
+        func opened(_ stored: StoredAPNsCredential?) -> FCMPushTransport.Uploaded? {
+            guard let stored else { return nil }
+            do {
+                return FCMPushTransport.Uploaded(id: stored.id, account: try vault.openServiceAccount(stored))
+            } catch {
+                logger.error(
+                    "cannot open an uploaded FCM service account (another credential key?); it is not used",
+                    metadata: ["tenant.id": "\(stored.tenant)", "fcm.credential": "\(stored.id)", "error": "\(error)"]
+                )
+                return nil
+            }
+        }
+        fcm?.install(tenant: tenant, active: opened(selection.active), candidate: opened(selection.candidate))
     }
 
     private func opened(_ stored: StoredAPNsCredential?) -> APNsPushTransport.Uploaded? {
@@ -54,7 +86,12 @@ struct APNsCredentialLoader: Sendable {
         }
     }
 
-    private func settle(_ tenant: TenantID, _ id: String, _ verdict: APNsCredentialSelection.Verdict) async {
+    private func settle(
+        _ tenant: TenantID,
+        _ id: String,
+        _ channel: PushChannel,
+        _ verdict: APNsCredentialSelection.Verdict
+    ) async {
         var proven = false
         var reason: String?
         switch verdict {
@@ -68,6 +105,7 @@ struct APNsCredentialLoader: Sendable {
                 _ = try await store.settleAPNsCredential(
                     tenant: tenant,
                     id: id,
+                    channel: channel,
                     proven: proven,
                     reason: reason,
                     at: .now

@@ -101,9 +101,17 @@ public func buildApplication(
     )
     let tenants = TenantDirectory(catalog: ledger.catalog, defaultTenant: configuration.defaultTenant)
     let vault = APNsCredentialVault(key: configuration.credentialKey)
-    let credentials = push.transport.map {
-        APNsCredentialLoader(store: store, vault: vault, transport: $0, gateway: push.gateway, logger: logger)
-    }
+    let credentials: APNsCredentialLoader? =
+        push.transport == nil && push.fcm == nil
+        ? nil
+        : APNsCredentialLoader(
+            store: store,
+            vault: vault,
+            transport: push.transport,
+            fcm: push.fcm,
+            gateway: push.gateway,
+            logger: logger
+        )
     try await credentials?.loadAll()
     let caches = CacheInvalidation(
         authenticator: authenticator,

@@ -27,11 +27,13 @@ public enum FCMSetup: Sendable {
     case disabled
     /// The in-process simulator's FCM side, with a service account generated at start as every tenant's default.
     case embeddedSimulator
-    /// Google's FCM (or an external simulator): the endpoint, the broker's default account and per-tenant ones.
+    /// Google's FCM (or an external simulator): the endpoint, the broker's default account and per-tenant ones,
+    /// and where tokens are exchanged for every account, uploaded ones included (nil: each key's `token_uri`).
     case external(
         endpoint: PushEndpoint,
         defaultAccount: FCMServiceAccount?,
-        accounts: [TenantID: FCMServiceAccount]
+        accounts: [TenantID: FCMServiceAccount],
+        tokenURI: URL? = nil
     )
 }
 
@@ -102,12 +104,18 @@ struct PushStack {
                 account.clientEmail,
                 FCMSimulatedAccount(projectID: account.projectID, publicKey: account.publicKey)
             )
-            fcm = FCMPushTransport(endpoint: endpoint, defaultAccount: account, logger: logger)
-        case .external(let endpoint, let defaultAccount, let accounts):
+            fcm = FCMPushTransport(
+                endpoint: endpoint,
+                defaultAccount: account,
+                tokenURI: account.tokenURI,
+                logger: logger
+            )
+        case .external(let endpoint, let defaultAccount, let accounts, let tokenURI):
             fcm = FCMPushTransport(
                 endpoint: endpoint,
                 accounts: accounts,
                 defaultAccount: defaultAccount,
+                tokenURI: tokenURI,
                 logger: logger
             )
         }

@@ -112,7 +112,13 @@ public actor FCMAccessTokens: AccessTokenSource {
         guard response.status == 200 else {
             let reason = [answer?["error"] as? String, answer?["error_description"] as? String]
                 .compactMap { $0 }.joined(separator: ": ")
-            throw FCMTokenError("the token endpoint answered \(response.status ?? 0) \(reason)")
+            // 4xx: the endpoint refuses the account's assertion (invalid_grant: a deleted key, an unknown
+            // account); anything else may pass.
+            let status = response.status ?? 0
+            throw FCMTokenError(
+                "the token endpoint answered \(status) \(reason)",
+                refusedGrant: (400..<500).contains(status) && status != 429 ? (answer?["error"] as? String ?? "HTTP \(status)") : nil
+            )
         }
         guard let token = answer?["access_token"] as? String, !token.isEmpty,
             let expiresIn = (answer?["expires_in"] as? NSNumber)?.intValue, expiresIn > 0
@@ -123,5 +129,12 @@ public actor FCMAccessTokens: AccessTokenSource {
 
 public struct FCMTokenError: Error, Sendable, CustomStringConvertible {
     public var description: String
-    init(_ description: String) { self.description = description }
+    /// The token endpoint refused the account's assertion, with its error (`invalid_grant`): a verdict on the
+    /// account, not a passing failure.
+    public var refusedGrant: String?
+
+    init(_ description: String, refusedGrant: String? = nil) {
+        self.description = description
+        self.refusedGrant = refusedGrant
+    }
 }

@@ -97,6 +97,12 @@ extension PushDialect {
         pauseAsked: { response in
             guard let status = response.status, status == 429 || status == 503 else { return nil }
             return FCMAnswer.retryAfter(response["retry-after"]) ?? .seconds(1)
+        },
+        authorizationFailure: { error in
+            if let refused = (error as? FCMTokenError)?.refusedGrant {
+                return .refused(channel: .fcm, status: 401, reason: refused, outcome: .credentialRefused(reason: refused))
+            }
+            return .transportFailure(description: "cannot get an FCM access token: \(error)", resendable: true)
         }
     )
 }

@@ -190,10 +190,10 @@ public struct Inspector: Sendable {
                 let reachability = await pool.client.reachability
                 let pause = await pool.client.pausedUntil.map { ContinuousClock.now.duration(to: $0) }
                 fcmView = FCMPool(
-                    identity: pool.own ? "tenant" : "default",
+                    identity: pool.identity,
                     project: pool.project,
                     connections: Self.connections(connections),
-                    pushesSent: pool.own || only == nil ? counters.sent : 0,
+                    pushesSent: pool.identity != "default" || only == nil ? counters.sent : 0,
                     connectionsOpened: counters.connectionsOpened,
                     goAways: counters.goAways,
                     unreachable: Self.unreachable(reachability),

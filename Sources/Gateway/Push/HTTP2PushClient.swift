@@ -42,19 +42,26 @@ public struct PushDialect: Sendable {
     /// A pause the service asked every sender for (FCM's `Retry-After` on 429 and 503): nothing is sent over the
     /// pool's connections until it ends. Its quota is paced, not hammered.
     public var pauseAsked: @Sendable (HTTP2Message) -> Duration?
+    /// What a push answers when no token to authenticate with can be had (a refused grant is the credential's
+    /// failure; anything else a resendable transport failure).
+    public var authorizationFailure: @Sendable (any Error) -> PushResult
 
     public init(
         name: String,
         result: @escaping @Sendable (HTTP2Message) -> PushResult,
         acceptedID: @escaping @Sendable (HTTP2Message) -> String,
         waitsOutUnavailable: Bool,
-        pauseAsked: @escaping @Sendable (HTTP2Message) -> Duration? = { _ in nil }
+        pauseAsked: @escaping @Sendable (HTTP2Message) -> Duration? = { _ in nil },
+        authorizationFailure: @escaping @Sendable (any Error) -> PushResult = {
+            .transportFailure(description: "cannot get a token to authenticate with: \($0)", resendable: true)
+        }
     ) {
         self.name = name
         self.result = result
         self.acceptedID = acceptedID
         self.waitsOutUnavailable = waitsOutUnavailable
         self.pauseAsked = pauseAsked
+        self.authorizationFailure = authorizationFailure
     }
 
     public static let apns = PushDialect(
@@ -194,7 +201,7 @@ public actor HTTP2PushClient {
         do {
             headers = notification.headerBlock(authority: configuration.host, authorization: try await authorization())
         } catch {
-            return .transportFailure(description: "cannot get a token to authenticate with: \(error)", resendable: true)
+            return dialect.authorizationFailure(error)
         }
         let body = ByteBuffer(bytes: notification.payload)
         let giveUpAt = ContinuousClock.now + configuration.unreachableWait
@@ -259,10 +266,7 @@ public actor HTTP2PushClient {
         do {
             authorization = try await self.authorization()
         } catch {
-            let failure = PushResult.transportFailure(
-                description: "cannot get a token to authenticate with: \(error)",
-                resendable: true
-            )
+            let failure = dialect.authorizationFailure(error)
             return notifications.map { _ in PushAnswer(result: failure, latency: .zero) }
         }
         // Pushes in a row with the same payload (a batch's, mostly) share one buffer: its bytes are only read.

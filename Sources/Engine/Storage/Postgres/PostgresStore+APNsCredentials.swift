@@ -7,20 +7,24 @@ extension PostgresStore {
             activated_at, last_error
         """
 
-    public func apnsCredentials(tenant: TenantID?) async throws -> [StoredAPNsCredential] {
-        try await read { [self] connection in
+    public func apnsCredentials(tenant: TenantID?, channel: PushChannel) async throws -> [StoredAPNsCredential] {
+        let table = channel.credentialTable
+        return try await read { [self] connection in
             let rows =
                 if let tenant {
                     try await connection.rows(
                         """
-                        SELECT \(unescaped: Self.apnsCredentialColumns) FROM apns_credentials
+                        SELECT \(unescaped: Self.apnsCredentialColumns) FROM \(unescaped: table)
                         WHERE tenant_id = \(tenant.rawValue) ORDER BY created_at, id
                         """,
                         logger
                     )
                 } else {
                     try await connection.rows(
-                        "SELECT \(unescaped: Self.apnsCredentialColumns) FROM apns_credentials ORDER BY created_at, id",
+                        """
+                        SELECT \(unescaped: Self.apnsCredentialColumns) FROM \(unescaped: table)
+                        ORDER BY created_at, id
+                        """,
                         logger
                     )
                 }
@@ -29,16 +33,17 @@ extension PostgresStore {
     }
 
     public func addAPNsCredential(_ credential: StoredAPNsCredential, audit: AuditEntry) async throws {
+        let table = credential.channel.credentialTable
         try await write { [self] connection in
             try await connection.run(
                 """
-                DELETE FROM apns_credentials WHERE tenant_id = \(credential.tenant.rawValue) AND state = 'pending'
+                DELETE FROM \(unescaped: table) WHERE tenant_id = \(credential.tenant.rawValue) AND state = 'pending'
                 """,
                 logger
             )
             try await connection.run(
                 """
-                INSERT INTO apns_credentials (\(unescaped: Self.apnsCredentialColumns))
+                INSERT INTO \(unescaped: table) (\(unescaped: Self.apnsCredentialColumns))
                 VALUES (\(credential.id), \(credential.tenant.rawValue), \(credential.kind.rawValue),
                     \(credential.teamID), \(credential.keyID), \(StoredForm.topics(credential.topics)),
                     \(credential.notAfter?.unixSeconds), \(credential.fingerprint), \(credential.sealed),
@@ -54,16 +59,18 @@ extension PostgresStore {
     public func settleAPNsCredential(
         tenant: TenantID,
         id: String,
+        channel: PushChannel,
         proven: Bool,
         reason: String?,
         at date: Date
     ) async throws -> Bool {
-        try await write { [self] connection in
+        let table = channel.credentialTable
+        return try await write { [self] connection in
             let state = proven ? "active" : "failed"
             let activatedAt = proven ? date.unixSeconds : nil
             let settled = try await connection.run(
                 """
-                UPDATE apns_credentials SET state = \(state), activated_at = \(activatedAt), last_error = \(reason)
+                UPDATE \(unescaped: table) SET state = \(state), activated_at = \(activatedAt), last_error = \(reason)
                 WHERE tenant_id = \(tenant.rawValue) AND id = \(id) AND state = 'pending' RETURNING 1
                 """,
                 logger
@@ -72,7 +79,7 @@ extension PostgresStore {
             if proven {
                 try await connection.run(
                     """
-                    DELETE FROM apns_credentials
+                    DELETE FROM \(unescaped: table)
                     WHERE tenant_id = \(tenant.rawValue) AND state = 'active' AND id <> \(id)
                     """,
                     logger
@@ -83,10 +90,18 @@ extension PostgresStore {
         }
     }
 
-    public func deleteAPNsCredential(tenant: TenantID, id: String, audit: AuditEntry) async throws -> Bool {
-        try await write { [self] connection in
+    public func deleteAPNsCredential(
+        tenant: TenantID,
+        id: String,
+        channel: PushChannel,
+        audit: AuditEntry
+    ) async throws -> Bool {
+        let table = channel.credentialTable
+        return try await write { [self] connection in
             let deleted = try await connection.run(
-                "DELETE FROM apns_credentials WHERE tenant_id = \(tenant.rawValue) AND id = \(id) RETURNING 1",
+                """
+                DELETE FROM \(unescaped: table) WHERE tenant_id = \(tenant.rawValue) AND id = \(id) RETURNING 1
+                """,
                 logger
             )
             guard deleted == 1 else { return false }

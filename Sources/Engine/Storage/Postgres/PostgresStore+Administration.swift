@@ -95,6 +95,7 @@ extension PostgresStore {
                 logger
             )
             try await connection.run("DELETE FROM apns_credentials WHERE tenant_id = \(id)", logger)
+            try await connection.run("DELETE FROM fcm_credentials WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM engagement_days WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM engagement_read_latency WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM dispatch_days WHERE tenant_id = \(id)", logger)

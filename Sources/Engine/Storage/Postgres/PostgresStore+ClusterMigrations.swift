@@ -80,5 +80,31 @@ extension PostgresStore {
                 "ALTER TABLE devices ADD COLUMN channel text NOT NULL DEFAULT 'apns'"
             ]
         ),
+        Migration(
+            version: 18,
+            name: "fcm-credentials",
+            statements: [
+                // FCM service accounts uploaded over the admin API (issue 35), sealed like APNs credentials, in a
+                // rotation of their own: a table of their own, which the previous release's nodes never touch.
+                """
+                CREATE TABLE fcm_credentials (
+                    id text PRIMARY KEY,
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    kind text NOT NULL,
+                    team_id text,
+                    key_id text,
+                    topics text NOT NULL,
+                    not_after double precision,
+                    fingerprint text NOT NULL,
+                    sealed text NOT NULL,
+                    state text NOT NULL,
+                    created_at double precision NOT NULL,
+                    activated_at double precision,
+                    last_error text
+                )
+                """,
+                "CREATE INDEX fcm_credentials_tenant ON fcm_credentials (tenant_id)",
+            ]
+        ),
     ]
 }

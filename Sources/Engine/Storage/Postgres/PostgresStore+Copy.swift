@@ -17,6 +17,12 @@ extension PostgresStore {
     /// How a column of the SQLite schema is bound for PostgreSQL.
     enum ColumnKind { case text, integer, real, boolean }
 
+    static let credentialColumns: [(String, ColumnKind)] = [
+        ("id", .text), ("tenant_id", .text), ("kind", .text), ("team_id", .text), ("key_id", .text),
+        ("topics", .text), ("not_after", .real), ("fingerprint", .text), ("sealed", .text), ("state", .text),
+        ("created_at", .real), ("activated_at", .real), ("last_error", .text),
+    ]
+
     /// The tables an embedded deployment moves, parents first, with their columns. The change feed is not moved:
     /// it only tells running nodes what to drop from their caches.
     static let copiedTables: [(name: String, columns: [(String, ColumnKind)])] = [
@@ -30,14 +36,8 @@ extension PostgresStore {
                 ("apns_environment", .text), ("admins_manage_apns", .boolean), ("first_delivery", .text),
             ]
         ),
-        (
-            "apns_credentials",
-            [
-                ("id", .text), ("tenant_id", .text), ("kind", .text), ("team_id", .text), ("key_id", .text),
-                ("topics", .text), ("not_after", .real), ("fingerprint", .text), ("sealed", .text), ("state", .text),
-                ("created_at", .real), ("activated_at", .real), ("last_error", .text),
-            ]
-        ),
+        ("apns_credentials", credentialColumns),
+        ("fcm_credentials", credentialColumns),
         ("operators", [("name", .text), ("password_hash", .text), ("created_at", .real)]),
         (
             "users",
@@ -63,6 +63,7 @@ extension PostgresStore {
             [
                 ("tenant_id", .text), ("topic", .text), ("token", .text), ("user_id", .integer), ("name", .text),
                 ("environment", .text), ("registered_at", .real), ("quarantined_at", .real), ("removed_at", .real),
+                ("channel", .text),
             ]
         ),
         (
