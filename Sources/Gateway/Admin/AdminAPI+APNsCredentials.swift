@@ -94,43 +94,9 @@ struct FCMCredentialUploadBody: Decodable, Sendable {
         if let text = try? container.decode(String.self, forKey: .serviceAccount) {
             json = Data(text.utf8)
         } else {
-            let object = try container.decode(JSONValue.self, forKey: .serviceAccount)
+            // Google's key files hold strings only.
+            let object = try container.decode([String: String].self, forKey: .serviceAccount)
             json = try JSONEncoder().encode(object)
-        }
-    }
-}
-
-/// Any JSON value, read and written back as it was.
-enum JSONValue: Codable, Sendable {
-    case string(String), number(Double), bool(Bool), null
-    case array([JSONValue]), object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .string(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
-        case .bool(let value): try container.encode(value)
-        case .null: try container.encodeNil()
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
         }
     }
 }
