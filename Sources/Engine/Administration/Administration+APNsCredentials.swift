@@ -97,7 +97,10 @@ extension Administration {
             )
         )
         guard deleted else {
-            throw EngineError(.notFound, "no \(channel == .apns ? "APNs" : "FCM") credential \(id.prefix(64)) in \(tenant)")
+            throw EngineError(
+                .notFound,
+                "no \(channel == .apns ? "APNs" : "FCM") credential \(id.prefix(64)) in \(tenant)"
+            )
         }
     }
 }

@@ -150,7 +150,12 @@ public protocol APNsCredentialStore: Sendable {
     ) async throws
         -> Bool
     /// Deletes a credential of the channel; false when there was none.
-    func deleteAPNsCredential(tenant: TenantID, id: String, channel: PushChannel, audit: AuditEntry) async throws
+    func deleteAPNsCredential(
+        tenant: TenantID,
+        id: String,
+        channel: PushChannel,
+        audit: AuditEntry
+    ) async throws
         -> Bool
 }
 

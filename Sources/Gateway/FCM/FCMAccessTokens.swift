@@ -117,7 +117,8 @@ public actor FCMAccessTokens: AccessTokenSource {
             let status = response.status ?? 0
             throw FCMTokenError(
                 "the token endpoint answered \(status) \(reason)",
-                refusedGrant: (400..<500).contains(status) && status != 429 ? (answer?["error"] as? String ?? "HTTP \(status)") : nil
+                refusedGrant: (400..<500).contains(status) && status != 429
+                    ? (answer?["error"] as? String ?? "HTTP \(status)") : nil
             )
         }
         guard let token = answer?["access_token"] as? String, !token.isEmpty,

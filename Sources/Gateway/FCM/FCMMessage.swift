@@ -100,7 +100,12 @@ extension PushDialect {
         },
         authorizationFailure: { error in
             if let refused = (error as? FCMTokenError)?.refusedGrant {
-                return .refused(channel: .fcm, status: 401, reason: refused, outcome: .credentialRefused(reason: refused))
+                return .refused(
+                    channel: .fcm,
+                    status: 401,
+                    reason: refused,
+                    outcome: .credentialRefused(reason: refused)
+                )
             }
             return .transportFailure(description: "cannot get an FCM access token: \(error)", resendable: true)
         }
