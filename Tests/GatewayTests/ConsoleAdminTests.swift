@@ -56,6 +56,65 @@ struct ConsoleAdminTests {
         }
     }
 
+    @Test("Devices and FCM: Android phones counted apart, this node's FCM pool, service accounts uploaded and deleted")
+    func fcmServiceAccounts() async throws {
+        try await TestBroker.run(fcm: .embeddedSimulator) { broker in
+            let token = "console-android:APA91b" + String(repeating: "Rr5-", count: 20)
+            let device = try await broker.send(
+                .PUT,
+                "/v1/devices/\(token)",
+                body: #"{"name": "Pixel", "platform": "fcm"}"#
+            )
+            #expect(device.status == 201, "\(device.text)")
+            #expect(try await broker.sendPush("command=send&impulse=acme-3&target=alice").status == 200)
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await eventually { simulator.fcmAccepted.count == 1 })
+            let ops = try await ConsoleClient.signInOperator(broker)
+            let page = try await ops.get("/t/acme/console/devices")
+            #expect(page.status == 200, "\(page.text)")
+            #expect(
+                page.text.contains("<td>Android (FCM)</td><td>com.acme.impulse</td><td>production</td>"),
+                "\(page.text)"
+            )
+            #expect(page.text.contains("FCM on this node") && page.text.contains("<td>impulse-simulated</td>"))
+            #expect(page.text.contains("None uploaded: Android pushes use the broker's configured account."))
+            let account = FCMServiceAccount(
+                projectID: "acme-console",
+                clientEmail: "console@acme-console.iam.gserviceaccount.com",
+                privateKeyID: "k1",
+                key: try FCMTests.key()
+            )
+            let uploaded = try await ops.post(
+                "/t/acme/console/devices/fcm-credentials",
+                [("serviceAccount", String(decoding: account.json(), as: UTF8.self))]
+            )
+            #expect(uploaded.status == 201, "\(uploaded.text)")
+            #expect(uploaded.text.contains("console@acme-console.iam.gserviceaccount.com of acme-console is uploaded"))
+            #expect(uploaded.text.contains("<td>pending</td>") && !uploaded.text.contains("PRIVATE KEY"))
+            let broken = try await ops.post(
+                "/t/acme/console/devices/fcm-credentials",
+                [("serviceAccount", #"{"type": "service_account", "project_id": "acme-console"}"#)]
+            )
+            #expect(broken.status == 422 && broken.text.contains("client_email"), "\(broken.status) \(broken.text)")
+            let stored = try await broker.store.apnsCredentials(tenant: Fixture.acme, channel: .fcm)
+            let id = try #require(stored.first?.id)
+            #expect(stored.count == 1)
+            let deleted = try await ops.post("/t/acme/console/devices/fcm-credentials/\(id)/delete")
+            #expect(deleted.status == 200 && deleted.text.contains("The credential is deleted."))
+            #expect(try await broker.store.apnsCredentials(tenant: Fixture.acme, channel: .fcm).isEmpty)
+            // A tenant admin without the operator's leave sees no service accounts and may not upload one.
+            let admin = try await ConsoleClient.signIn(broker)
+            #expect(
+                try await admin.get("/t/acme/console/devices").text.contains("An operator manages this programme's FCM")
+            )
+            let refused = try await admin.post(
+                "/t/acme/console/devices/fcm-credentials",
+                [("serviceAccount", String(decoding: account.json(), as: UTF8.self))]
+            )
+            #expect(refused.status == 403)
+        }
+    }
+
     @Test(
         "Webhooks: register (the secret shown once), refuse a bad address keeping what was typed, turn off, rotate, delete"
     )

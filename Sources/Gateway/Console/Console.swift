@@ -393,7 +393,7 @@ struct Console: Sendable {
             let base = "/t/\(tenant.id)/console"
             items = [
                 (base, "Today"), (base + "/report", "Report"), (base + "/users", "Users"),
-                (base + "/catalog", "Catalog"), (base + "/devices", "Devices and APNs"),
+                (base + "/catalog", "Catalog"), (base + "/devices", "Devices"),
                 (base + "/webhooks", "Webhooks"), (base + "/settings", "Settings"),
                 (base + "/audit", "Audit trail"),
             ]

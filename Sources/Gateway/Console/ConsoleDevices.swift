@@ -2,8 +2,8 @@ import Engine
 import Foundation
 import Hummingbird
 
-/// The devices and APNs page: the tenant's devices by state, this node's APNs connections for the tenant (as its
-/// `/inspect` view shows them) and, for whoever manages them, the uploaded credentials.
+/// The devices page: the tenant's devices by platform and state, this node's APNs and FCM connections for the tenant
+/// (as its `/inspect` view shows them) and, for whoever manages them, the uploaded credentials of both.
 extension Console {
     func addDevicesRoutes(_ router: Router<BrokerRequestContext>) {
         router.get("/t/:tenant/console/devices") { request, context in
@@ -13,18 +13,51 @@ extension Console {
         router.post("/t/:tenant/console/devices/credentials") { request, context in
             try await form(request, context) { visit, fields in try await uploadSigningKey(visit, fields) }
         }
-        router.post("/t/:tenant/console/devices/credentials/:credential/delete") { request, context in
-            let id = try AdminAPI.parameter("credential", context)
-            return try await form(request, context) { visit, _ in
-                let tenant = try requireTenant(visit)
-                do {
-                    try await administration.deleteAPNsCredential(tenant: tenant.id, id: id, by: visit.actor)
-                    await changed(tenant.id, [.apnsCredentials])
-                    return try await devicesPage(visit, notice: "The credential is deleted.")
-                } catch let error as EngineError {
-                    return try await devicesPage(visit, error: error.message, status: Problem(error).status)
+        router.post("/t/:tenant/console/devices/fcm-credentials") { request, context in
+            try await form(request, context) { visit, fields in try await uploadServiceAccount(visit, fields) }
+        }
+        for (path, channel) in [("credentials", PushChannel.apns), ("fcm-credentials", .fcm)] {
+            router.post("/t/:tenant/console/devices/\(path)/:credential/delete") { request, context in
+                let id = try AdminAPI.parameter("credential", context)
+                return try await form(request, context) { visit, _ in
+                    let tenant = try requireTenant(visit)
+                    do {
+                        try await administration.deleteAPNsCredential(
+                            tenant: tenant.id,
+                            id: id,
+                            channel: channel,
+                            by: visit.actor
+                        )
+                        await changed(tenant.id, [.apnsCredentials])
+                        return try await devicesPage(visit, notice: "The credential is deleted.")
+                    } catch let error as EngineError {
+                        return try await devicesPage(visit, error: error.message, status: Problem(error).status)
+                    }
                 }
             }
+        }
+    }
+
+    /// An FCM service account's JSON key uploaded from the form, as the admin API's upload.
+    func uploadServiceAccount(_ visit: Visit, _ fields: [String: String]) async throws -> Response {
+        let tenant = try requireTenant(visit)
+        do {
+            let credential = try await administration.uploadAPNsCredential(
+                tenant: tenant.id,
+                .serviceAccount(json: Data((fields["serviceAccount"] ?? "").utf8)),
+                inspector: vault,
+                by: visit.actor
+            )
+            await changed(tenant.id, [.apnsCredentials])
+            return try await devicesPage(
+                visit,
+                notice: "The service account \(credential.topics.first ?? "") of \(credential.teamID ?? "") is "
+                    + "uploaded: Android pushes try it first, and it replaces the one in use once FCM accepts a push "
+                    + "made with it.",
+                status: .created
+            )
+        } catch let error as EngineError {
+            return try await devicesPage(visit, error: error.message, status: Problem(error).status)
         }
     }
 
@@ -67,6 +100,7 @@ extension Console {
         var values: [String: Any] = [
             "devices": tallies.map { tally -> [String: String] in
                 [
+                    "platform": tally.channel == .fcm ? "Android (FCM)" : "iPhone (APNs)",
                     "topic": tally.topic, "environment": tally.environment.rawValue, "active": "\(tally.active)",
                     "quarantined": "\(tally.quarantined)", "removed": "\(tally.removed)",
                 ]
@@ -95,6 +129,27 @@ extension Console {
                 }
                 return row
             }
+            if let fcm = view.fcm {
+                var row: [String: Any] = [
+                    "identity": ["uploaded": "the programme's uploaded one", "tenant": "the programme's own"][
+                        fcm.identity
+                    ] ?? "the broker's default",
+                    "project": fcm.project,
+                    "open": "\(fcm.connections.filter { $0.state == "open" }.count)",
+                    "streams": "\(fcm.connections.reduce(0) { $0 + $1.streamsInFlight })"
+                        + " of \(fcm.connections.reduce(0) { $0 + Int($1.streamLimit) })",
+                    "credential": fcm.credential + (fcm.credentialError.map { ": \($0)" } ?? ""),
+                    "tokens": "\(fcm.tokenExchanges)", "opened": "\(fcm.connectionsOpened)",
+                ]
+                if let paused = fcm.pausedForSeconds { row["paused"] = Self.duration(Double(paused)) }
+                if let unreachable = fcm.unreachable {
+                    row["unreachable"] =
+                        "unreachable for \(Self.duration(Double(unreachable.forSeconds))) "
+                        + "(\(unreachable.failedAttempts) failed attempts)"
+                        + (unreachable.lastError.map { ": \($0)" } ?? "")
+                }
+                values["fcm"] = row
+            }
         }
         if try await administration.managesAPNsCredentials(tenant: tenant.id, by: visit.actor) {
             values["managesCredentials"] = true
@@ -118,13 +173,33 @@ extension Console {
                     "csrf": visit.session.csrfToken,
                 ]
             }
+            values["fcmCredentials"] = try await administration.apnsCredentials(
+                tenant: tenant.id,
+                channel: .fcm,
+                by: visit.actor
+            ).map { credential -> [String: String] in
+                [
+                    "project": credential.teamID ?? "", "account": credential.topics.first ?? "",
+                    "state": { () -> String in
+                        let (state, error) = vault.shownState(credential)
+                        return state + (error.map { ": \($0)" } ?? "")
+                    }(),
+                    "fingerprint": String(credential.fingerprint.prefix(16)),
+                    "created": Self.time(credential.createdAt, zone: zone),
+                    "activated": credential.activatedAt.map { Self.time($0, zone: zone) } ?? "–",
+                    "deleteAction":
+                        "/t/\(tenant.id)/console/devices/fcm-credentials/\(Self.segment(credential.id))/delete",
+                    "csrf": visit.session.csrfToken,
+                ]
+            }
             values["csrf"] = visit.session.csrfToken
             values["uploadAction"] = "/t/\(tenant.id)/console/devices/credentials"
+            values["fcmUploadAction"] = "/t/\(tenant.id)/console/devices/fcm-credentials"
         }
         let base = "/t/\(tenant.id)/console/devices"
         return html(
             layout(
-                title: "Devices and APNs",
+                title: "Devices, APNs and FCM",
                 scope: tenant.name,
                 visit: visit,
                 nav: nav(visit, current: base),
