@@ -152,6 +152,35 @@ struct ChannelRouterTests {
     }
 }
 
+extension ChannelRouterTests {
+    @Test(
+        "A delivery is marked pushed only once every device of its user accepted: an iPhone's answer does not settle it while the Android phone's is out",
+        arguments: StoreKind.allCases
+    )
+    func earlyMarkWaitsForEveryDevice(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        let android = "\(Self.fcmToken)slow"
+        _ = try await f.store.registerDevice(try f.device(f.a, token: String(format: "%064x", 1)))
+        _ = try await f.store.registerDevice(try f.device(f.a, token: android, channel: .fcm))
+        let apns = ScriptedTransport()
+        let fcm = GatedTransport(gated: [android])
+        let gateway = gateway(f, ChannelRouter([.apns: apns, .fcm: fcm]))
+        let running = Task { await gateway.run() }
+        let delivery = try await deliver(f, f.a)
+        await gateway.enqueue(delivery)
+        func pushedAt() async throws -> Date? {
+            try await f.store.deliveredImpulse(tenant: f.acme, user: f.a.id, impulse: try ImpulseID("one"))?.delivery
+                .pushedAt
+        }
+        // The iPhone accepted and the Android phone's push is held: a crash now must push the day again.
+        #expect(try await eventually { apns.sent.withLock { $0.count } == 1 && fcm.awaiting.withLock { $0.now } == 1 })
+        #expect(try await pushedAt() == nil)
+        fcm.open()
+        #expect(try await eventually { try await pushedAt() != nil })
+        running.cancel()
+    }
+}
+
 extension Array {
     fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
         var result: [T] = []

@@ -112,6 +112,109 @@ struct CrashRecoveryTests {
         #expect(pushes.count - Self.users <= Self.users - pushedAtKill)
     }
 
+    @Test(
+        "SIGKILL during a dispatch to iPhones and Android phones, then restart: each device gets the day's impulse, one delivery per user"
+    )
+    func killDuringDispatchOnBothChannels() async throws {
+        try await HeavyTestGate.shared.run { try await self.killDuringDispatchOnBothChannelsAlone() }
+    }
+
+    private func killDuringDispatchOnBothChannelsAlone() async throws {
+        let users = 4_000
+        let data = TestBroker.temporaryDirectory()
+        let account = FCMServiceAccount(
+            projectID: "acme-crash",
+            clientEmail: "broker@acme-crash.iam.gserviceaccount.com",
+            privateKeyID: "crash",
+            key: try FCMTests.key()
+        )
+        try account.json().write(to: URL(fileURLWithPath: data + "/service-account.json"))
+        let simulator = try await SimulatorUnderTest.start(data: data, fcmAccount: data + "/service-account.json")
+        defer { simulator.terminate() }
+        // Both sides answer after 100 ms and the broker keeps at most 200 pushes in flight: 6,000 pushes take three
+        // seconds or more, so the kill lands inside the burst.
+        #expect(try await simulator.call("PUT", "/_simulator/faults", #"{"delayMilliseconds": 100}"#).status == 204)
+        let config = """
+            {"dataDirectory": "\(data)/broker", "listen": "127.0.0.1:0", "adminListen": "127.0.0.1:0", "logLevel": "warning", "spreadSeconds": 0, "pushesInFlight": 200, "pushBatchSize": 100,
+             "apns": \(simulator.apnsConfiguration), "fcm": \(simulator.fcmConfiguration(account: data + "/service-account.json"))}
+            """
+        try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: data + "/broker", withIntermediateDirectories: true)
+        let store = try await SQLiteStore(
+            configuration: .init(path: data + "/broker/broker.sqlite"),
+            logger: TestBroker.logger
+        )
+        let tokens = try await Self.seedBothChannels(store, users: users)
+        let database = try DatabaseQueue(path: data + "/broker/broker.sqlite")
+        func pushed() async throws -> Int {
+            try await database.read {
+                try Int.fetchOne(
+                    $0,
+                    sql: "SELECT COUNT(*) FROM deliveries WHERE kind = 'scheduled' AND pushed_at IS NOT NULL"
+                ) ?? 0
+            }
+        }
+
+        let first = try RunningBroker(["serve", "--config", data + "/broker.json"])
+        let started = try await eventually(seconds: 120) { try await pushed() >= 800 }
+        kill(first.process.processIdentifier, SIGKILL)
+        await first.process.exited()
+        #expect(started, "\(first.output)")
+        let pushedAtKill = try await pushed()
+        #expect(pushedAtKill < users, "the kill came after the burst; it proves nothing")
+
+        let second = try RunningBroker(["serve", "--config", data + "/broker.json"])
+        let finished = try await eventually(seconds: 180) { try await pushed() == users }
+        #expect(finished, "\(second.output.suffix(2000))")
+        #expect(await second.stop() == 0)
+
+        // One delivery per user and day, all settled.
+        let ledger = try #require(
+            try await database.read { db in
+                try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS users, COUNT(DISTINCT local_date) AS days,
+                            SUM(settled_at IS NULL) AS unsettled
+                        FROM deliveries
+                        """
+                )
+            }
+        )
+        #expect(ledger["n"] as Int? == users && ledger["users"] as Int? == users)
+        #expect(ledger["days"] as Int? == 1 && ledger["unsettled"] as Int? == 0)
+        let owners = try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, user_id FROM deliveries").reduce(into: [String: Int64]()) {
+                $0["impulse-\($1["id"] as Int64)"] = $1["user_id"]
+            }
+        }
+        // Every iPhone got its user's delivery, every Android phone too, each under the delivery's collapse id;
+        // resends only for deliveries the killed run had not settled.
+        let apns = try await simulator.acceptedPushes()
+        var apnsDeliveries = Set<String>()
+        for push in apns {
+            let collapse = push["collapseID"] as? String ?? "none"
+            let owner = try #require(owners[collapse], "a push for no delivery: \(collapse)")
+            #expect(push["token"] as? String == tokens.apns[owner])
+            apnsDeliveries.insert(collapse)
+        }
+        #expect(apnsDeliveries.count == users)
+        let fcm = try await simulator.acceptedMessages()
+        var fcmDeliveries = Set<String>()
+        for message in fcm {
+            let collapse = message["collapseKey"] as? String ?? "none"
+            let owner = try #require(owners[collapse], "a message for no delivery: \(collapse)")
+            #expect(message["token"] as? String == tokens.fcm[owner])
+            #expect(
+                (message["data"] as? [String: String])?["delivery_id"] == String(collapse.dropFirst("impulse-".count))
+            )
+            fcmDeliveries.insert(collapse)
+        }
+        #expect(fcmDeliveries.count == tokens.fcm.count)
+        #expect(apns.count - users <= users - pushedAtKill)
+        #expect(fcm.count - tokens.fcm.count <= users - pushedAtKill)
+    }
+
     @Test("SIGTERM while APNs is unreachable: the broker exits cleanly and every unpushed delivery stays unsettled")
     func gracefulShutdownWithAPNsDown() async throws {
         let data = TestBroker.temporaryDirectory()
@@ -299,5 +402,32 @@ struct CrashRecoveryTests {
             }
         )
         return tokens
+    }
+
+    /// As `seed`, and every other user also carries an Android phone: each user's iPhone token, and the Android
+    /// users' FCM tokens.
+    static func seedBothChannels(
+        _ store: any BrokerStore,
+        users: Int
+    ) async throws -> (apns: [Int64: String], fcm: [Int64: String]) {
+        let tokens = try await seed(store, users: users)
+        var androids: [Int64: String] = [:]
+        _ = try await store.registerDevices(
+            try tokens.keys.filter { $0 % 2 == 0 }.map { user in
+                let token = "crash-\(user):APA91b" + String(format: "%016llx", UInt64(user))
+                androids[user] = token
+                return try Device(
+                    tenant: try TenantID("acme"),
+                    topic: "com.acme.impulse",
+                    token: DeviceToken(token, channel: .fcm),
+                    owner: UserID(user),
+                    name: "android",
+                    environment: .production,
+                    registeredAt: Date(),
+                    channel: .fcm
+                )
+            }
+        )
+        return (tokens, androids)
     }
 }

@@ -13,14 +13,18 @@ struct SimulatorUnderTest {
     /// The folder of the key and of the simulator's own files.
     let data: String
 
-    static func start(data: String, maxStreams: Int = 16) async throws -> SimulatorUnderTest {
+    /// `fcmAccount`: a service account key file its FCM side accepts.
+    static func start(data: String, maxStreams: Int = 16, fcmAccount: String? = nil) async throws -> SimulatorUnderTest
+    {
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(toFile: data + "/AuthKey.p8", atomically: true, encoding: .utf8)
-        let process = try RunningBroker([
-            "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
-            "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--max-streams", "\(maxStreams)",
-            "--log-level", "error",
-        ])
+        let process = try RunningBroker(
+            [
+                "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", data + "/sim", "--key",
+                "KEY0000001=\(data)/AuthKey.p8", "--topic", "com.acme.impulse", "--max-streams", "\(maxStreams)",
+                "--log-level", "error",
+            ] + (fcmAccount.map { ["--fcm-account", $0] } ?? [])
+        )
         do {
             guard let port = try await process.port(matching: #/127\.0\.0\.1:(\d+) /#) else {
                 throw SimulatorFailed(output: process.output)
@@ -67,6 +71,26 @@ struct SimulatorUnderTest {
             if page.isEmpty { return pushes }
             pushes += page
         }
+    }
+
+    /// Every FCM message it accepted, oldest first, read in pages.
+    func acceptedMessages() async throws -> [[String: Any]] {
+        var messages: [[String: Any]] = []
+        while true {
+            let listing = try await call("GET", "/_simulator/fcm/accepted?offset=\(messages.count)&limit=1000")
+            let json = try JSONSerialization.jsonObject(with: Data(listing.body.readableBytesView)) as? [String: Any]
+            let page = json?["messages"] as? [[String: Any]] ?? []
+            if page.isEmpty { return messages }
+            messages += page
+        }
+    }
+
+    /// The `fcm` member of a broker configuration that pushes here with the key file `account`.
+    func fcmConfiguration(account: String) -> String {
+        """
+        {"mode": "external", "endpoint": "127.0.0.1:\(port)", "serverHostname": "localhost",
+         "trustRoots": "\(data)/sim/tls/self-signed.crt", "serviceAccount": "\(account)"}
+        """
     }
 
     /// The `apns` member of a broker configuration that pushes here with the key above.

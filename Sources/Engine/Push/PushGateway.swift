@@ -333,8 +333,10 @@ public actor PushGateway {
                 }
             }
             var answers: [PushAnswer] = []
-            // Deliveries whose pushed mark went to the ledger as APNs accepted them, by job.
-            let early = EarlyMarks()
+            // Deliveries whose pushed mark went to the ledger as their devices accepted them, by job.
+            var devicesPerJob = [Int](repeating: 0, count: jobs.count)
+            for position in sends.indices { devicesPerJob[sends[position].job] += 1 }
+            let early = EarlyMarks(devices: devicesPerJob)
             if !sends.isEmpty {
                 // Stopping: the deliveries stay unsettled and are pushed at the next start.
                 guard await permits.acquire(sends.count) else { return }
@@ -346,11 +348,17 @@ public actor PushGateway {
                     permits.release(held.take(1))
                     // Recorded at once, not when the batch's slowest answer comes: a crash in between would
                     // otherwise send it again at the next start.
-                    guard let acceptedID, early.claim(owners[index].job, delivery: owners[index].delivery, acceptedID)
+                    guard let acceptedID,
+                        let recorded = early.claim(
+                            owners[index].job,
+                            index: index,
+                            delivery: owners[index].delivery,
+                            acceptedID
+                        )
                     else { return }
                     let owner = owners[index]
                     ledger.recordAccepted(
-                        PushSettlement(tenant: tenantID, user: owner.user, delivery: owner.delivery, apnsID: acceptedID)
+                        PushSettlement(tenant: tenantID, user: owner.user, delivery: owner.delivery, apnsID: recorded)
                     )
                 }
                 permits.release(held.takeAll())
