@@ -71,28 +71,13 @@ struct ChannelRouterTests {
         #expect(apns.sent.withLock { $0.count } == 1)
     }
 
+    /// The push gateway suite's helpers: a delivery of impulse `one`, and a gateway on the fixture's store.
     func deliver(_ f: StoreFixture, _ user: User) async throws -> Delivery {
-        try #require(
-            try await f.store.recordDeliveries([
-                NewDelivery(
-                    tenant: user.tenant,
-                    user: user.id,
-                    impulse: try ImpulseID("one"),
-                    kind: .manual,
-                    assignedAt: Date()
-                )
-            ]).first
-        )
+        try await PushGatewayTests().deliver(f, user)
     }
 
     func gateway(_ f: StoreFixture, _ transport: some PushTransport) -> PushGateway {
-        PushGateway(
-            store: f.store,
-            ledger: DeliveryLedger(store: f.store, catalog: CatalogCache(store: f.store)),
-            registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
-            transport: transport,
-            logger: StoreFixture.logger
-        )
+        PushGatewayTests().makeGateway(f, transport)
     }
 
     @Test(

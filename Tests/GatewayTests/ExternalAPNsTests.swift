@@ -45,32 +45,7 @@ struct ExternalAPNsTests {
             """
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let admin = ["--config", data + "/broker.json"]
-        try #require(
-            try await BrokerProcess.run(
-                ["tenant", "create", "acme", "--apns-topic", "com.acme.impulse"] + admin,
-                dataDirectory: nil
-            ).status == 0
-        )
-        try #require(
-            try await BrokerProcess.run(
-                ["user", "add", "acme", "alice", "--password", "a"] + admin,
-                dataDirectory: nil
-            )
-            .status == 0
-        )
-        try #require(
-            try await BrokerProcess.run(
-                ["user", "add", "acme", "ops", "--password", "o", "--admin"] + admin,
-                dataDirectory: nil
-            ).status == 0
-        )
-        let catalog = data + "/catalog.json"
-        try
-            #"{"items": [{"workingID": "w1", "language": "EN", "title": "Breathe", "descriptionShort": "S", "description": "D", "duration": 2, "action": "do", "single": true, "lifeArea": "health"}]}"#
-            .write(toFile: catalog, atomically: true, encoding: .utf8)
-        try #require(
-            try await BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
-        )
+        try await Self.seed(admin: admin, data: data)
         let broker = try RunningBroker(["serve"] + admin, environment: environment)
         let port = try #require(try await broker.port(matching: /listener=https port=(\d+)/), "\(broker.output)")
 
@@ -136,5 +111,24 @@ struct ExternalAPNsTests {
         #expect(await broker.stop() == 0)
         #expect(await simulator.stop() == 0)
         #expect(!broker.output.contains(token))
+    }
+
+    /// Through the broker's own commands: tenant `acme` (topic `com.acme.impulse`), `alice` (password `a`), the admin
+    /// `ops` (`o`), and a catalog of one impulse, `w1`, titled "Breathe".
+    static func seed(admin: [String], data: String) async throws {
+        for command in [
+            ["tenant", "create", "acme", "--apns-topic", "com.acme.impulse"],
+            ["user", "add", "acme", "alice", "--password", "a"],
+            ["user", "add", "acme", "ops", "--password", "o", "--admin"],
+        ] {
+            try #require(try await BrokerProcess.run(command + admin, dataDirectory: nil).status == 0)
+        }
+        let catalog = data + "/catalog.json"
+        try
+            #"{"items": [{"workingID": "w1", "language": "EN", "title": "Breathe", "descriptionShort": "S", "description": "D", "duration": 2, "action": "do", "single": true, "lifeArea": "health"}]}"#
+            .write(toFile: catalog, atomically: true, encoding: .utf8)
+        try #require(
+            try await BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
+        )
     }
 }

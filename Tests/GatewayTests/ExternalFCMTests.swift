@@ -41,20 +41,7 @@ struct ExternalFCMTests {
             """
         try config.write(toFile: data + "/broker.json", atomically: true, encoding: .utf8)
         let admin = ["--config", data + "/broker.json"]
-        for command in [
-            ["tenant", "create", "acme", "--apns-topic", "com.acme.impulse"],
-            ["user", "add", "acme", "alice", "--password", "a"],
-            ["user", "add", "acme", "ops", "--password", "o", "--admin"],
-        ] {
-            try #require(try await BrokerProcess.run(command + admin, dataDirectory: nil).status == 0)
-        }
-        let catalog = data + "/catalog.json"
-        try
-            #"{"items": [{"workingID": "w1", "language": "EN", "title": "Breathe", "descriptionShort": "S", "description": "D", "duration": 2, "action": "do", "single": true, "lifeArea": "health"}]}"#
-            .write(toFile: catalog, atomically: true, encoding: .utf8)
-        try #require(
-            try await BrokerProcess.run(["catalog", "import", "acme", catalog] + admin, dataDirectory: nil).status == 0
-        )
+        try await ExternalAPNsTests.seed(admin: admin, data: data)
         let broker = try RunningBroker(["serve"] + admin, environment: environment)
         let port = try #require(try await broker.port(matching: /listener=https port=(\d+)/), "\(broker.output)")
 

@@ -102,52 +102,87 @@ struct FCMCredentialUploadBody: Decodable, Sendable {
 }
 
 extension AdminAPI {
-    /// A tenant's FCM service accounts: list, upload (pending until a push proves it), delete.
-    func addFCMCredentialRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
-        tenantResource(
+    /// A tenant's uploaded credentials of both channels: list, upload (pending until a push proves it), delete.
+    func addCredentialRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
+        addCredentialRoutes(
             router,
-            "/fcm-credentials",
             api: api,
             scheme: scheme,
-            [
-                .get: { request, _, actor, tenant in
-                    let credentials = try await administration.apnsCredentials(
-                        tenant: tenant.id,
-                        channel: .fcm,
-                        by: actor
-                    )
-                    return try Representation.response(
-                        PageBody(items: credentials.map { FCMCredentialBody($0, vault: vault) }, next: nil),
-                        for: request
-                    )
-                },
-                .post: { request, _, actor, tenant in
-                    let body = try await Self.decode(
+            channel: .apns,
+            shown: { APNsCredentialBody($0, vault: $1) },
+            upload: { request in
+                try await Self.decode(api, APNsCredentialUploadBody.self, schema: "APNsCredentialUpload", from: request)
+                    .upload()
+            }
+        )
+        addCredentialRoutes(
+            router,
+            api: api,
+            scheme: scheme,
+            channel: .fcm,
+            shown: { FCMCredentialBody($0, vault: $1) },
+            upload: { request in
+                .serviceAccount(
+                    json: try await Self.decode(
                         api,
                         FCMCredentialUploadBody.self,
                         schema: "FCMCredentialUpload",
                         from: request
+                    ).json
+                )
+            }
+        )
+    }
+
+    /// One channel's routes: `/apns-credentials` or `/fcm-credentials`, each credential shown as `Body`.
+    private func addCredentialRoutes<Body: Encodable & Sendable>(
+        _ router: Router<BrokerRequestContext>,
+        api: RESTAPI,
+        scheme: String,
+        channel: PushChannel,
+        shown: @escaping @Sendable (StoredAPNsCredential, APNsCredentialVault) -> Body,
+        upload: @escaping @Sendable (Request) async throws -> APNsCredentialUpload
+    ) {
+        let path = "/\(channel.rawValue)-credentials"
+        let name = channel == .apns ? "APNs credential" : "FCM credential"
+        tenantResource(
+            router,
+            path,
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, _, actor, tenant in
+                    let credentials = try await administration.apnsCredentials(
+                        tenant: tenant.id,
+                        channel: channel,
+                        by: actor
                     )
+                    return try Representation.response(
+                        PageBody(items: credentials.map { shown($0, vault) }, next: nil),
+                        for: request
+                    )
+                },
+                .post: { request, _, actor, tenant in
                     let credential = try await administration.uploadAPNsCredential(
                         tenant: tenant.id,
-                        .serviceAccount(json: body.json),
+                        try await upload(request),
                         inspector: vault,
                         by: actor
                     )
                     await changed(tenant.id, [.apnsCredentials])
                     var response = try Representation.response(
-                        FCMCredentialBody(credential, vault: vault),
+                        shown(credential, vault),
                         for: request,
                         status: .created
                     )
-                    response.headers[.location] = "/t/\(tenant.id)/admin/v1/fcm-credentials/\(credential.id)"
+                    response.headers[.location] = "/t/\(tenant.id)/admin/v1\(path)/\(credential.id)"
                     return response
                 },
             ]
         )
         tenantResource(
             router,
-            "/fcm-credentials/:credential",
+            path + "/:credential",
             api: api,
             scheme: scheme,
             [
@@ -155,85 +190,19 @@ extension AdminAPI {
                     let id = try Self.parameter("credential", context)
                     let credentials = try await administration.apnsCredentials(
                         tenant: tenant.id,
-                        channel: .fcm,
+                        channel: channel,
                         by: actor
                     )
                     guard let credential = credentials.first(where: { $0.id == id }) else {
-                        throw Problem(.notFound, "not-found", "no such FCM credential")
+                        throw Problem(.notFound, "not-found", "no such \(name)")
                     }
-                    return try Representation.response(FCMCredentialBody(credential, vault: vault), for: request)
+                    return try Representation.response(shown(credential, vault), for: request)
                 },
                 .delete: { _, context, actor, tenant in
                     try await administration.deleteAPNsCredential(
                         tenant: tenant.id,
                         id: try Self.parameter("credential", context),
-                        channel: .fcm,
-                        by: actor
-                    )
-                    await changed(tenant.id, [.apnsCredentials])
-                    return Response(status: .noContent)
-                },
-            ]
-        )
-    }
-
-    /// A tenant's APNs credentials: list, upload (pending until a push proves it), delete.
-    func addAPNsCredentialRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
-        tenantResource(
-            router,
-            "/apns-credentials",
-            api: api,
-            scheme: scheme,
-            [
-                .get: { request, _, actor, tenant in
-                    let credentials = try await administration.apnsCredentials(tenant: tenant.id, by: actor)
-                    return try Representation.response(
-                        PageBody(items: credentials.map { APNsCredentialBody($0, vault: vault) }, next: nil),
-                        for: request
-                    )
-                },
-                .post: { request, _, actor, tenant in
-                    let body = try await Self.decode(
-                        api,
-                        APNsCredentialUploadBody.self,
-                        schema: "APNsCredentialUpload",
-                        from: request
-                    )
-                    let credential = try await administration.uploadAPNsCredential(
-                        tenant: tenant.id,
-                        try body.upload(),
-                        inspector: vault,
-                        by: actor
-                    )
-                    await changed(tenant.id, [.apnsCredentials])
-                    var response = try Representation.response(
-                        APNsCredentialBody(credential, vault: vault),
-                        for: request,
-                        status: .created
-                    )
-                    response.headers[.location] = "/t/\(tenant.id)/admin/v1/apns-credentials/\(credential.id)"
-                    return response
-                },
-            ]
-        )
-        tenantResource(
-            router,
-            "/apns-credentials/:credential",
-            api: api,
-            scheme: scheme,
-            [
-                .get: { request, context, actor, tenant in
-                    let id = try Self.parameter("credential", context)
-                    let credentials = try await administration.apnsCredentials(tenant: tenant.id, by: actor)
-                    guard let credential = credentials.first(where: { $0.id == id }) else {
-                        throw Problem(.notFound, "not-found", "no such APNs credential")
-                    }
-                    return try Representation.response(APNsCredentialBody(credential, vault: vault), for: request)
-                },
-                .delete: { _, context, actor, tenant in
-                    try await administration.deleteAPNsCredential(
-                        tenant: tenant.id,
-                        id: try Self.parameter("credential", context),
+                        channel: channel,
                         by: actor
                     )
                     await changed(tenant.id, [.apnsCredentials])

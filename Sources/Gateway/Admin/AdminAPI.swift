@@ -29,8 +29,7 @@ struct AdminAPI: Sendable {
         addImportRoutes(router, api: api, scheme: scheme)
         addMediaRoutes(router, api: api, scheme: scheme)
         addReportRoutes(router, api: api, scheme: scheme)
-        addAPNsCredentialRoutes(router, api: api, scheme: scheme)
-        addFCMCredentialRoutes(router, api: api, scheme: scheme)
+        addCredentialRoutes(router, api: api, scheme: scheme)
         addWebhookRoutes(router, api: api, scheme: scheme)
     }
 

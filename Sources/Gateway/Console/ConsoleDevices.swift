@@ -11,10 +11,10 @@ extension Console {
             }
         }
         router.post("/t/:tenant/console/devices/credentials") { request, context in
-            try await form(request, context) { visit, fields in try await uploadSigningKey(visit, fields) }
+            try await form(request, context) { visit, fields in try await upload(visit, fields, channel: .apns) }
         }
         router.post("/t/:tenant/console/devices/fcm-credentials") { request, context in
-            try await form(request, context) { visit, fields in try await uploadServiceAccount(visit, fields) }
+            try await form(request, context) { visit, fields in try await upload(visit, fields, channel: .fcm) }
         }
         for (path, channel) in [("credentials", PushChannel.apns), ("fcm-credentials", .fcm)] {
             router.post("/t/:tenant/console/devices/\(path)/:credential/delete") { request, context in
@@ -38,51 +38,33 @@ extension Console {
         }
     }
 
-    /// An FCM service account's JSON key uploaded from the form, as the admin API's upload.
-    func uploadServiceAccount(_ visit: Visit, _ fields: [String: String]) async throws -> Response {
+    /// A credential uploaded from the form, as the admin API's upload: checked, sealed, pending until a push proves
+    /// it. A signing key (`.p8`; a PKCS#12 certificate goes over the admin API) or an FCM service account's JSON key.
+    func upload(_ visit: Visit, _ fields: [String: String], channel: PushChannel) async throws -> Response {
         let tenant = try requireTenant(visit)
+        let upload: APNsCredentialUpload =
+            channel == .fcm
+            ? .serviceAccount(json: Data((fields["serviceAccount"] ?? "").utf8))
+            : .token(
+                teamID: (fields["teamID"] ?? "").trimmingCharacters(in: .whitespaces),
+                keyID: (fields["keyID"] ?? "").trimmingCharacters(in: .whitespaces),
+                privateKeyPEM: fields["privateKey"] ?? ""
+            )
         do {
             let credential = try await administration.uploadAPNsCredential(
                 tenant: tenant.id,
-                .serviceAccount(json: Data((fields["serviceAccount"] ?? "").utf8)),
+                upload,
                 inspector: vault,
                 by: visit.actor
             )
             await changed(tenant.id, [.apnsCredentials])
-            return try await devicesPage(
-                visit,
-                notice: "The service account \(credential.topics.first ?? "") of \(credential.teamID ?? "") is "
-                    + "uploaded: Android pushes try it first, and it replaces the one in use once FCM accepts a push "
-                    + "made with it.",
-                status: .created
-            )
-        } catch let error as EngineError {
-            return try await devicesPage(visit, error: error.message, status: Problem(error).status)
-        }
-    }
-
-    /// A signing key (`.p8`) uploaded from the form, as the admin API's upload: checked, sealed, pending until a
-    /// push proves it. (A PKCS#12 certificate goes over the admin API.)
-    func uploadSigningKey(_ visit: Visit, _ fields: [String: String]) async throws -> Response {
-        let tenant = try requireTenant(visit)
-        do {
-            let credential = try await administration.uploadAPNsCredential(
-                tenant: tenant.id,
-                .token(
-                    teamID: (fields["teamID"] ?? "").trimmingCharacters(in: .whitespaces),
-                    keyID: (fields["keyID"] ?? "").trimmingCharacters(in: .whitespaces),
-                    privateKeyPEM: fields["privateKey"] ?? ""
-                ),
-                inspector: vault,
-                by: visit.actor
-            )
-            await changed(tenant.id, [.apnsCredentials])
-            return try await devicesPage(
-                visit,
-                notice: "The signing key \(credential.keyID ?? "") is uploaded: pushes try it first, and it replaces "
-                    + "the one in use once APNs accepts a push made with it.",
-                status: .created
-            )
+            let notice =
+                channel == .fcm
+                ? "The service account \(credential.topics.first ?? "") of \(credential.teamID ?? "") is uploaded: "
+                    + "Android pushes try it first, and it replaces the one in use once FCM accepts a push made with it."
+                : "The signing key \(credential.keyID ?? "") is uploaded: pushes try it first, and it replaces the one "
+                    + "in use once APNs accepts a push made with it."
+            return try await devicesPage(visit, notice: notice, status: .created)
         } catch let error as EngineError {
             return try await devicesPage(visit, error: error.message, status: Problem(error).status)
         }
