@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "Scenarios to run, comma-separated: burst, rejections, rest, peer, outage, restarts, overload, imports, postgres (the last only with --database)."
+            "Scenarios to run, comma-separated: burst, android-burst, rejections, rest, peer, outage, restarts, overload, imports, postgres (the last only with --database)."
     )
     var scenarios = Self.defaultScenarios
 
@@ -77,7 +77,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run aioapns in the peer scenario (without it: the gateway alone).")
     var peerClient = true
 
-    static let defaultScenarios = "burst,rejections,rest,peer,outage,restarts,overload,imports,postgres,cluster"
+    static let defaultScenarios =
+        "burst,android-burst,rejections,rest,peer,outage,restarts,overload,imports,postgres,cluster"
 
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
@@ -141,6 +142,22 @@ struct BenchCommand: AsyncParsableCommand {
                 simulator: simulator,
                 work: work + "/burst"
             )
+        }
+        if wanted.contains("android-burst") {
+            results["androidBurst"] = try await Burst.run(
+                users: size.users,
+                deadPercent: 0,
+                androidPercent: 50,
+                gateway: gateway,
+                simulator: simulator,
+                work: work + "/android-burst"
+            )
+            if let clean = results["burst"] as? [String: Any], let mixed = results["androidBurst"] as? [String: Any] {
+                // Target: half the users on Android within 1.25 times the all-APNs burst of the same run.
+                results["androidBurstAgainstBurst"] =
+                    (mixed["secondsToLastAnswer"] as? Double ?? 0)
+                    / max(0.001, clean["secondsToLastAnswer"] as? Double ?? 0)
+            }
         }
         if wanted.contains("rejections") {
             results["rejections"] = try await Burst.run(

@@ -8,9 +8,11 @@ import Logging
 enum Burst {
     static let topic = "com.bench.impulse"
 
+    /// `androidPercent`: the share of users whose one device is an Android phone (FCM) instead of an iPhone.
     static func run(
         users: Int,
         deadPercent: Int,
+        androidPercent: Int = 0,
         gateway: PushGatewayConfiguration,
         simulator: SimulatorProcess,
         work: String
@@ -25,7 +27,7 @@ enum Burst {
             metrics: metrics.metrics
         )
         let seedStarted = ContinuousClock.now
-        try await seed(store, users: users)
+        try await seed(store, users: users, androidPercent: androidPercent)
         try await plan(store, users: users, logger: logger)
         let seedSeconds = seedStarted.duration(to: .now).seconds
         try await simulator.prepare(deadPercent: deadPercent)
@@ -36,7 +38,7 @@ enum Burst {
             tls: simulator.tls(),
             serverHostname: "localhost"
         )
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             dataDirectory: work,
             listen: ListenAddress(host: "127.0.0.1", port: 0),
             apns: .external(
@@ -46,6 +48,14 @@ enum Burst {
             ),
             push: gateway,
             scheduler: SchedulerConfiguration(batchSize: 5000, pollInterval: .milliseconds(100), spreadWindow: .zero)
+        )
+        var account = simulator.account
+        account.tokenURI = URL(string: "https://127.0.0.1:\(simulator.port)/token")!
+        configuration.fcm = .external(
+            endpoint: endpoint,
+            defaultAccount: account,
+            accounts: [:],
+            tokenURI: account.tokenURI
         )
         Machine.resetPeakRSS()
         // A marker for profilers attaching to this process: what follows is the measured dispatch.
@@ -110,6 +120,7 @@ enum Burst {
         return [
             "users": users,
             "deadTokenPercent": deadPercent,
+            "androidPercent": androidPercent,
             "seedSeconds": seedSeconds,
             "secondsToLastAnswer": seconds,
             "secondsToLedgerDurable": durableSeconds,
@@ -152,8 +163,9 @@ enum Burst {
         }
     }
 
-    /// A tenant whose users are all due this minute (UTC), one device each, in batches of one transaction.
-    static func seed(_ store: any BrokerStore, users: Int) async throws {
+    /// A tenant whose users are all due this minute (UTC), one device each (an Android phone for `androidPercent` of
+    /// them, by user id, else an iPhone), in batches of one transaction.
+    static func seed(_ store: any BrokerStore, users: Int, androidPercent: Int = 0) async throws {
         let tenant = try TenantID("bench")
         try await store.createTenant(try Tenant(id: tenant, name: "Bench", defaultTimeZone: "UTC", apnsTopic: topic))
         let areas = LifeArea.allCases
@@ -195,16 +207,22 @@ enum Burst {
             )
             _ = try await store.registerDevices(
                 try created.map { user in
-                    try Device(
+                    let hash = UInt64(user.id.rawValue) &* 0x9E37_79B9_7F4A_7C15
+                    let android = Int(user.id.rawValue % 100) < androidPercent
+                    return try Device(
                         tenant: tenant,
                         topic: topic,
-                        token: DeviceToken(
-                            String(format: "%064llx", UInt64(user.id.rawValue) &* 0x9E37_79B9_7F4A_7C15)
-                        ),
+                        token: android
+                            ? DeviceToken(
+                                "bench-\(user.id.rawValue):APA91b\(String(format: "%016llx", hash))",
+                                channel: .fcm
+                            )
+                            : DeviceToken(String(format: "%064llx", hash)),
                         owner: user.id,
                         name: "phone",
                         environment: .production,
-                        registeredAt: Date()
+                        registeredAt: Date(),
+                        channel: android ? .fcm : .apns
                     )
                 }
             )

@@ -201,7 +201,7 @@ enum Summary {
         var lines = ["Summary"]
         let ceiling = results["simulatorCeiling"] as? [String: Any]
         lines.append("  simulator ceiling (h2load POST): \(number(ceiling?["requestsPerSecond"])) req/s")
-        for name in ["burst", "rejections"] {
+        for name in ["burst", "androidBurst", "rejections"] {
             guard let run = results[name] as? [String: Any] else { continue }
             lines.append(
                 "  \(name): \(number(run["users"])) users, last answer after \(number(run["secondsToLastAnswer"], 1)) s, "
@@ -213,6 +213,9 @@ enum Summary {
                     + "CPU per user: broker \(number(run["brokerCPUMicrosecondsPerUser"], 1)) us, simulator "
                     + "\(number(run["simulatorCPUMicrosecondsPerUser"], 1)) us"
             )
+        }
+        if let against = results["androidBurstAgainstBurst"] {
+            lines.append("  half on Android against all on APNs: \(number(against, 2)) times the time (target <= 1.25)")
         }
         if let against = results["rejectionsAgainstClean"] as? [String: Any] {
             lines.append(

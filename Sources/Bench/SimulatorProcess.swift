@@ -4,29 +4,35 @@ import Gateway
 import NIOCore
 import NIOSSL
 import Synchronization
+import _CryptoExtras
 
 /// `broker apns-simulator --benchmark` in its own process (so it does not share the broker's memory or actors).
 final class SimulatorProcess: Sendable {
     let port: Int
     let work: String
     let identity: APNsSigningIdentity
+    /// The FCM service account its token endpoint knows (its key file is `serviceAccountPath`).
+    let account: FCMServiceAccount
     /// The latency the simulator adds to every answer: median in milliseconds, and the spread of its logarithm.
     let latency: (median: Double, spread: Double)
     private let process: Mutex<Process?>
 
     var certificatePath: String { work + "/tls/self-signed.crt" }
     var keyPath: String { work + "/AuthKey.p8" }
+    var serviceAccountPath: String { work + "/service-account.json" }
 
     private init(
         port: Int,
         work: String,
         identity: APNsSigningIdentity,
+        account: FCMServiceAccount,
         latency: (median: Double, spread: Double),
         process: Process
     ) {
         self.port = port
         self.work = work
         self.identity = identity
+        self.account = account
         self.latency = latency
         self.process = Mutex(process)
     }
@@ -45,6 +51,13 @@ final class SimulatorProcess: Sendable {
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(toFile: work + "/AuthKey.p8", atomically: true, encoding: .utf8)
         let identity = APNsSigningIdentity(teamID: "BENCHTEAM1", keyID: "BENCHKEY01", key: key)
+        let account = FCMServiceAccount(
+            projectID: "bench-project",
+            clientEmail: "bench@bench-project.iam.gserviceaccount.com",
+            privateKeyID: "bench",
+            key: try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        )
+        try account.json().write(to: URL(fileURLWithPath: work + "/service-account.json"))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: brokerBinary)
         process.environment = ProcessInfo.processInfo.environment.merging(
@@ -52,7 +65,8 @@ final class SimulatorProcess: Sendable {
         ) { $1 }
         process.arguments = [
             "apns-simulator", "--listen", "127.0.0.1:0", "--data-dir", work, "--key", "BENCHKEY01=\(work)/AuthKey.p8",
-            "--benchmark", "--max-streams", "1000", "--log-level", "error",
+            "--fcm-account", work + "/service-account.json", "--benchmark", "--max-streams", "1000",
+            "--log-level", "error",
         ]
         let output = Mutex("")
         let pipe = Pipe()
@@ -69,6 +83,7 @@ final class SimulatorProcess: Sendable {
                     port: port,
                     work: work,
                     identity: identity,
+                    account: account,
                     latency: latency,
                     process: process
                 )
@@ -121,6 +136,7 @@ final class SimulatorProcess: Sendable {
     /// Clears the counts and sets the share of dead tokens (and the latency of every answer).
     func prepare(deadPercent: Int) async throws {
         _ = try await control("DELETE", "/_simulator/accepted")
+        _ = try await control("DELETE", "/_simulator/fcm/accepted")
         let faults =
             #"{"deadTokenPercent": \#(deadPercent), "latencyMilliseconds": \#(latency.median), "#
             + #""latencySpread": \#(latency.spread)}"#
@@ -130,10 +146,16 @@ final class SimulatorProcess: Sendable {
         }
     }
 
+    /// What it accepted and rejected, APNs' and FCM's together.
     func counts() async throws -> (accepted: Int, rejected: Int) {
-        let reply = try await control("GET", "/_simulator/accepted?limit=0")
-        let json = try JSONSerialization.jsonObject(with: Data(reply.body.readableBytesView)) as? [String: Any]
-        return (json?["accepted"] as? Int ?? 0, json?["rejected"] as? Int ?? 0)
+        var total = (accepted: 0, rejected: 0)
+        for path in ["/_simulator/accepted?limit=0", "/_simulator/fcm/accepted?limit=0"] {
+            let reply = try await control("GET", path)
+            let json = try JSONSerialization.jsonObject(with: Data(reply.body.readableBytesView)) as? [String: Any]
+            total.accepted += json?["accepted"] as? Int ?? 0
+            total.rejected += json?["rejected"] as? Int ?? 0
+        }
+        return total
     }
 }
 
