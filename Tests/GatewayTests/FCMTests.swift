@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import NIOCore
 import NIOSSL
 import Synchronization
 import TestSupport
@@ -302,6 +303,34 @@ struct FCMTests {
         #expect(check(changed { $0["token"] = "a b" })?.tokenField == true)
         #expect(check(changed { $0["data"] = ["n": 3] })?.tokenField == false)
         #expect(FCMValidation.seconds(ttl: "3.5s") == 3.5 && FCMValidation.seconds(ttl: "-1s") == nil)
+    }
+
+    @Test("A message is written as JSON that reads back as FCM's message, whatever its strings hold")
+    func messageJSON() throws {
+        let title = "Quote \" backslash \\ newline \n tab \t bell \u{07} ümlaut ✓ 🙂"
+        let message = FCMMessage(
+            project: "acme-wellbeing",
+            token: "abc:DEF-123_x.y",
+            title: title,
+            body: "line\r\nbreak",
+            collapseKey: "impulse-7",
+            ttl: .seconds(3600),
+            data: ["delivery_id": "7", "impulse_id": "a\"b", "unread_count": "2"]
+        )
+        let root = try #require(try JSONSerialization.jsonObject(with: message.payload) as? [String: Any])
+        let body = try #require(root["message"] as? [String: Any])
+        #expect(body["token"] as? String == "abc:DEF-123_x.y")
+        #expect((body["notification"] as? [String: String]) == ["title": title, "body": "line\r\nbreak"])
+        #expect(
+            (body["android"] as? [String: String]) == ["collapse_key": "impulse-7", "ttl": "3600s", "priority": "HIGH"]
+        )
+        #expect((body["data"] as? [String: String]) == ["delivery_id": "7", "impulse_id": "a\"b", "unread_count": "2"])
+        // The accepted answer's name, read directly, and through the parser when it is not in the usual shape.
+        func name(_ text: String) -> String? { FCMAnswer.messageName(ByteBuffer(string: text).readableBytesView) }
+        #expect(name(#"{"name": "projects/p/messages/0:1"}"#) == "projects/p/messages/0:1")
+        #expect(name(#"{ "name" :"x" }"#) == "x")
+        #expect(name(#"{"name": "with \"escape\""}"#) == nil)
+        #expect(name(#"{"other": 1}"#) == nil)
     }
 
     // MARK: Through the simulator, over TLS and HTTP/2
