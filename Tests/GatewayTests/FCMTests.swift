@@ -398,8 +398,7 @@ struct FCMTests {
         let quota = await pair.transport.send(try pair.push(4))
         #expect(quota.refusal?.reason == "QUOTA_EXCEEDED")
         #expect(PushOutcome(quota) == .retry(newConnection: false, floor: .seconds(7)))
-        // The pool holds every push for the pause FCM asked for: the next one is not sent at once, and fails
-        // when its patience is shorter than the pause.
+        // The pool is held for the pause FCM asked for (nothing goes out over it before the pause ends).
         #expect(await pair.transport.allClients.first?.pausedUntil != nil)
         await pair.stop()
     }
