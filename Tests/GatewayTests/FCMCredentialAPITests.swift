@@ -23,22 +23,14 @@ struct FCMCredentialAPITests {
         )
     }
 
+    /// The APNs credential suite's operator request (the operator token, JSON when there is a body).
     func operatorRequest(
         _ broker: TestBroker,
         _ method: HTTPMethod,
         _ path: String,
         _ body: String? = nil
-    )
-        async throws -> TestBroker.Reply
-    {
-        try await broker.send(
-            method,
-            path,
-            user: nil,
-            headers: [("Authorization", "Bearer \(Fixture.operatorToken)")]
-                + (body == nil ? [] : [("Content-Type", "application/json")]),
-            body: body
-        )
+    ) async throws -> TestBroker.Reply {
+        try await APNsCredentialAPITests().operatorRequest(broker, method, path, body)
     }
 
     func upload(_ broker: TestBroker, _ account: FCMServiceAccount) async throws -> TestBroker.Reply {
