@@ -36,20 +36,27 @@ struct ConsoleCatalogTests {
         _ broker: TestBroker,
         _ session: ConsoleClient,
         _ body: [UInt8],
-        plain: Bool = false
+        plain: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> TestBroker.Reply {
-        try await broker.send(
-            .POST,
-            "/t/acme/console/media",
-            user: nil,
-            headers: [
-                ("Cookie", session.cookie),
-                ("Content-Type", "multipart/form-data; boundary=----impulse-test-7MA4YWxkTrZu0gW"),
-            ],
-            bytes: body,
-            plain: plain,
-            timeout: .seconds(60)
-        )
+        do {
+            return try await broker.send(
+                .POST,
+                "/t/acme/console/media",
+                user: nil,
+                headers: [
+                    ("Cookie", session.cookie),
+                    ("Content-Type", "multipart/form-data; boundary=----impulse-test-7MA4YWxkTrZu0gW"),
+                ],
+                bytes: body,
+                plain: plain,
+                timeout: .seconds(60)
+            )
+        } catch {
+            // Names the upload that failed: one HTTP/2 upload of this suite ran out of its deadline once on CI.
+            Issue.record(error, "upload of \(body.count) bytes (plain: \(plain))", sourceLocation: sourceLocation)
+            throw error
+        }
     }
 
     static func jpeg(_ size: Int) -> [UInt8] {
