@@ -25,9 +25,11 @@ S["Impulse"] = {"type": "object", "description": "An impulse in the first system
 S["ImpulseList"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("Impulse")}}}
 S["Delivery"] = {"type": "object", "additionalProperties": False,
-  "required": ["sequence", "kind", "assignedAt", "fetchedAt", "readAt", "read", "impulse", "lifeArea", "series", "seriesPosition"],
+  "required": ["sequence", "kind", "assignedAt", "pushedAt", "channels", "fetchedAt", "readAt", "read", "impulse", "lifeArea", "series", "seriesPosition"],
   "properties": {"sequence": {"type": "integer"}, "kind": {"type": "string", "enum": ["scheduled", "manual", "reminder"]},
-    "assignedAt": {"type": "integer"}, "fetchedAt": nullable("integer"), "readAt": nullable("integer"), "read": {"type": "boolean"},
+    "assignedAt": {"type": "integer"}, "pushedAt": nullable("integer"),
+    "channels": {"type": "array", "items": {"type": "string", "enum": ["apns", "fcm"]}, "description": "the channels that accepted its push (an iPhone's, an Android phone's)"},
+    "fetchedAt": nullable("integer"), "readAt": nullable("integer"), "read": {"type": "boolean"},
     "impulse": ref("Impulse"), "lifeArea": {"type": "string"}, "series": nullable("string"), "seriesPosition": nullable("integer")}}
 S["DeliveryPage"] = {"type": "object", "additionalProperties": False, "required": ["items", "unreadCount", "next"],
   "properties": {"items": {"type": "array", "items": ref("Delivery")}, "unreadCount": {"type": "integer", "minimum": 0},
@@ -397,13 +399,19 @@ LIFE_AREAS = ["work", "career", "finances", "health", "fitness", "nutrition", "s
 count = {"type": "integer", "minimum": 0}
 S["EngagementCounts"] = {"type": "object", "additionalProperties": False,
   "description": "What became of deliveries counted on their report day: the local date a scheduled one is for, else the tenant's date when it was assigned.",
-  "required": ["assigned", "pushed", "noDevice", "failed", "fetched", "read"],
-  "properties": {"assigned": count, "pushed": {**count, "description": "accepted by APNs for at least one device"},
+  "required": ["assigned", "pushed", "noDevice", "failed", "fetched", "read", "channels"],
+  "properties": {"assigned": count, "pushed": {**count, "description": "accepted by a push service for at least one device"},
     "noDevice": {**count, "description": "settled without a push: the user had no device"},
     "failed": {**count, "description": "settled without an accepted push: every device's push was rejected or dropped"},
     "fetched": count, "read": count,
     "readRate": {"type": "number", "minimum": 0, "maximum": 1, "description": "read per assigned; absent without any"},
-    "medianSecondsToRead": {**count, "description": "median time from push to read, estimated from buckets; absent without a read push"}}}
+    "medianSecondsToRead": {**count, "description": "median time from push to read, estimated from buckets; absent without a read push"},
+    "channels": {"type": "object", "additionalProperties": False, "required": ["apns", "fcm"],
+      "description": "pushed deliveries and their reads by the channel that accepted the push; a delivery pushed to an iPhone and an Android phone counts on both",
+      "properties": {name: ref("ChannelCounts") for name in ["apns", "fcm"]}}}}
+S["ChannelCounts"] = {"type": "object", "additionalProperties": False, "required": ["pushed", "read"],
+  "properties": {"pushed": count, "read": count,
+    "readRate": {"type": "number", "minimum": 0, "maximum": 1, "description": "read per pushed; absent without any"}}}
 S["DispatchCounts"] = {"type": "object", "additionalProperties": False,
   "required": ["active", "due", "skippedWeekday", "skippedStale", "deferredQuietHours"],
   "properties": {"active": {**count, "description": "enabled users the day concerned: due, or skipped by their weekdays"},
@@ -435,7 +443,7 @@ paths["/t/{tenant}/admin/v1/reports/engagement/{table}"] = {
     "get": op("One table of the engagement report as CSV",
               {"200": {"description": "the table: a header row, then a row per day, impulse or life area (RFC 4180)",
                        "content": {"text/csv": {"schema": {"type": "string"}}}}},
-              ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv"]})])}
+              ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv", "channels.csv"]})])}
 
 WEBHOOK_EVENTS = ["delivery.pushed", "delivery.failed", "delivery.read", "device.removed", "user.created", "user.deleted"]
 S["Webhook"] = {"type": "object", "additionalProperties": False,

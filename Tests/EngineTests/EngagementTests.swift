@@ -121,7 +121,7 @@ struct EngagementTests {
         let f = try await StoreFixture.make(kind)
         let assignedAt = Date(timeIntervalSince1970: 1_763_625_600)  // 2026-11-20 08:00 UTC
         let recorded = try await f.store.recordDeliveries(
-            [f.a, f.b, f.a].enumerated().map { index, user in
+            [f.a, f.b, f.a, f.b].enumerated().map { index, user in
                 NewDelivery(
                     tenant: f.acme,
                     user: user.id,
@@ -133,10 +133,23 @@ struct EngagementTests {
                 )
             }
         )
-        #expect(recorded.count == 3 && recorded.allSatisfy { $0.reportDay == Self.day })
+        #expect(recorded.count == 4 && recorded.allSatisfy { $0.reportDay == Self.day })
         let pushedAt = assignedAt.addingTimeInterval(5)
         let marks = [
-            DeliveryMark(tenant: f.acme, delivery: recorded[0].id, kind: .pushed(apnsID: "A"), at: pushedAt),
+            DeliveryMark(
+                tenant: f.acme,
+                delivery: recorded[0].id,
+                kind: .pushed(apnsID: "A", channels: .fcm),
+                at: pushedAt
+            ),
+            // An iPhone and an Android phone took it: it counts on both channels, and so does its read.
+            DeliveryMark(
+                tenant: f.acme,
+                delivery: recorded[3].id,
+                kind: .pushed(apnsID: "B", channels: [.apns, .fcm]),
+                at: pushedAt
+            ),
+            DeliveryMark(tenant: f.acme, delivery: recorded[3].id, kind: .read, at: pushedAt.addingTimeInterval(120)),
             DeliveryMark(tenant: f.acme, delivery: recorded[1].id, kind: .noDevice, at: pushedAt),
             DeliveryMark(tenant: f.acme, delivery: recorded[2].id, kind: .settled, at: pushedAt),
             DeliveryMark(tenant: f.acme, delivery: recorded[0].id, kind: .fetched, at: pushedAt.addingTimeInterval(30)),
@@ -157,10 +170,21 @@ struct EngagementTests {
         let two = try #require(
             records.engagement[EngagementKey(tenant: f.acme, day: Self.day, impulse: try ImpulseID("two"))]
         )
-        #expect((one.assigned, one.pushed, one.noDevice, one.failed, one.fetched, one.read) == (2, 1, 0, 1, 1, 1))
-        #expect(one.readLatency[ReadLatency.bucket(seconds: 90)] == 1 && one.readLatency.reduce(0, +) == 1)
+        #expect((one.assigned, one.pushed, one.noDevice, one.failed, one.fetched, one.read) == (3, 2, 0, 1, 2, 2))
+        #expect(one.readLatency[ReadLatency.bucket(seconds: 90)] == 2 && one.readLatency.reduce(0, +) == 2)
+        #expect(one.channels == [.apns: ChannelCounts(pushed: 1, read: 1), .fcm: ChannelCounts(pushed: 2, read: 2)])
         #expect((two.assigned, two.pushed, two.noDevice, two.failed, two.fetched, two.read) == (1, 0, 1, 0, 1, 1))
-        #expect(two.readLatency.reduce(0, +) == 0)
+        #expect(two.readLatency.reduce(0, +) == 0 && two.channels.isEmpty)
+        // The ledger keeps each delivery's channels; one pushed by a release before FCM (none kept) was APNs'.
+        let kept = try await f.store.deliveredImpulses(tenant: f.acme, user: f.b.id, after: nil, before: nil, limit: 10)
+        #expect(kept.first { $0.delivery.id == recorded[3].id }?.delivery.channels == [.apns, .fcm])
+        #expect(kept.first { $0.delivery.id == recorded[1].id }?.delivery.channels == [])
+        #expect(PushChannels(stored: nil, pushed: true) == .apns && PushChannels(stored: nil, pushed: false) == [])
+        let report = EngagementReport(tenant: f.acme, range: range, records: records, catalog: [])
+        #expect(
+            report.channels.map(\.counts) == [ChannelCounts(pushed: 1, read: 1), ChannelCounts(pushed: 2, read: 2)]
+        )
+        #expect(report.csv(.channels).contains("2026-11-20,fcm,2,2,1.0000\r\n"))
         #expect(
             try await f.store.engagement(tenant: f.globex, from: range.from, through: range.through).engagement.isEmpty
         )

@@ -226,7 +226,12 @@ struct MarkWriterTests {
         )
         let writer = MarkWriter(store: store, maximumLag: .milliseconds(200))
         func mark(_ id: Int64) -> DeliveryMark {
-            DeliveryMark(tenant: f.acme, delivery: DeliveryID(id), kind: .pushed(apnsID: "a"), at: Date())
+            DeliveryMark(
+                tenant: f.acme,
+                delivery: DeliveryID(id),
+                kind: .pushed(apnsID: "a", channels: .apns),
+                at: Date()
+            )
         }
         var unsafe = Configuration()
         unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses

@@ -95,7 +95,12 @@ struct SharedStoreTests {
         #expect(try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
         // One is pushed before the lease ends; the other is not (the node died).
         try await pushing.applyMarks([
-            DeliveryMark(tenant: f.acme, delivery: recorded[0].id, kind: .pushed(apnsID: "x"), at: Date())
+            DeliveryMark(
+                tenant: f.acme,
+                delivery: recorded[0].id,
+                kind: .pushed(apnsID: "x", channels: .apns),
+                at: Date()
+            )
         ])
         try await Task.sleep(for: .milliseconds(4500))
         let taken = try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)

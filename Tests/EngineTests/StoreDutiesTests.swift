@@ -157,6 +157,21 @@ struct StoreDutiesTests {
             "a device unregistered"
         )
 
+        // Tokens a push service called dead: each event names the service, `apns` or `fcm`.
+        let iPhone = try f.device(carol, token: String(repeating: "cd", count: 32))
+        let android = try f.device(carol, token: "fcm-token:" + String(repeating: "x", count: 140), channel: .fcm)
+        for device in [iPhone, android] { _ = try await store.registerDevice(device) }
+        _ = try await watcher.next()
+        let dead = [iPhone, android].map {
+            TokenVerdict(token: $0.token, kind: .remove(registeredBefore: .distantFuture))
+        }
+        #expect(try await store.applyTokenVerdicts(tenant: f.acme, topic: "t", dead) == [true, true])
+        let reasons = try await f.texts("SELECT data FROM webhook_outbox WHERE event = 'device.removed' ORDER BY id")
+            .compactMap { $0.first ?? nil }.suffix(2)
+        #expect(reasons.filter { $0.contains(#""reason":"apns""#) && $0.contains(iPhone.token.rawValue) }.count == 1)
+        #expect(reasons.filter { $0.contains(#""reason":"fcm""#) && $0.contains(android.token.rawValue) }.count == 1)
+        _ = try await watcher.next()
+
         let eraseAudit = audit("user.delete", f.acme)
         _ = try await store.deleteUser(tenant: f.acme, user: carol.id, audit: eraseAudit)
         try await expect(

@@ -204,14 +204,19 @@ struct StoreTests {
         // The first 40 are marked once alone, so the bulk pass below must keep those marks.
         try await f.store.applyMarks(
             recorded.prefix(40).map {
-                DeliveryMark(tenant: f.acme, delivery: $0.id, kind: .pushed(apnsID: "early-\($0.id)"), at: first)
+                DeliveryMark(
+                    tenant: f.acme,
+                    delivery: $0.id,
+                    kind: .pushed(apnsID: "early-\($0.id)", channels: .apns),
+                    at: first
+                )
             }
         )
         var marks = recorded.map {
             DeliveryMark(
                 tenant: f.acme,
                 delivery: $0.id,
-                kind: .pushed(apnsID: "late-\($0.id)"),
+                kind: .pushed(apnsID: "late-\($0.id)", channels: [.apns, .fcm]),
                 at: first.addingTimeInterval(60)
             )
         }
@@ -221,27 +226,29 @@ struct StoreTests {
         try await f.store.applyMarks(marks)
         let rows = try await f.texts(
             """
-            SELECT CAST(id AS TEXT), CAST(pushed_at AS TEXT), apns_id, CAST(settled_at AS TEXT) FROM deliveries
-            ORDER BY deliveries.id
+            SELECT CAST(id AS TEXT), CAST(pushed_at AS TEXT), apns_id, CAST(settled_at AS TEXT),
+                CAST(pushed_channels AS TEXT)
+            FROM deliveries ORDER BY deliveries.id
             """
         ).map {
             (
                 id: Int64($0[0] ?? "") ?? -1, pushedAt: $0[1].flatMap(Double.init), apnsID: $0[2],
-                settledAt: $0[3].flatMap(Double.init)
+                settledAt: $0[3].flatMap(Double.init), channels: $0[4]
             )
         }
         #expect(rows.count == 150)
-        for (index, (id, pushedAt, apnsID, settledAt)) in rows.enumerated() {
+        for (index, (id, pushedAt, apnsID, settledAt, channels)) in rows.enumerated() {
             switch index {
             case ..<40:
-                #expect(pushedAt == 2000 && apnsID == "early-\(id)" && settledAt == 2000)
+                #expect(pushedAt == 2000 && apnsID == "early-\(id)" && settledAt == 2000 && channels == "1")
             case ..<140:
-                #expect(pushedAt == 2060 && apnsID == "late-\(id)" && settledAt == 2060)
+                // Both channels (APNs 1 + FCM 2), through the statements of 64 and the single rows alike.
+                #expect(pushedAt == 2060 && apnsID == "late-\(id)" && settledAt == 2060 && channels == "3")
             default:
-                #expect(pushedAt == nil && apnsID == nil && settledAt == nil)
+                #expect(pushedAt == nil && apnsID == nil && settledAt == nil && channels == nil)
             }
         }
-        try await expectSearchByID(f, SQLiteStore.pushedMarksSQL, parameters: 4 * SQLiteStore.marksPerStatement)
+        try await expectSearchByID(f, SQLiteStore.pushedMarksSQL, parameters: 5 * SQLiteStore.marksPerStatement)
     }
 
     @Test(

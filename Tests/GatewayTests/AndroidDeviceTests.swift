@@ -42,6 +42,33 @@ struct AndroidDeviceTests {
             #expect(message.collapseKey == simulator.accepted.first?.collapseID)
             #expect(message.collapseKey.map { $0.hasPrefix("impulse-") } == true)
 
+            // The ledger tells the channels apart: the delivery was taken by both, and its read counts on both.
+            let listedDelivery = try await eventually {
+                let page = try await broker.send(.GET, "/t/acme/admin/v1/users/alice/deliveries?limit=1", user: "root")
+                let first = (page.json["items"] as? [[String: Any]])?.first
+                return first?["channels"] as? [String] == ["apns", "fcm"] && first?["pushedAt"] is Int
+            }
+            #expect(listedDelivery)
+            #expect(try await broker.send(.PUT, "/v1/impulses/acme-3/read").status < 300)
+            let counted = try await eventually {
+                let report = try await broker.send(.GET, "/t/acme/admin/v1/reports/engagement", user: "root")
+                let channels = (report.json["total"] as? [String: Any])?["channels"] as? [String: [String: Any]]
+                let fcm = channels?["fcm"]
+                return fcm?["pushed"] as? Int == 1 && fcm?["read"] as? Int == 1 && fcm?["readRate"] as? Double == 1
+                    && (channels?["apns"]?["read"] as? Int ?? 0) >= 1
+            }
+            #expect(counted)
+            let csv = try await broker.send(.GET, "/t/acme/admin/v1/reports/engagement/channels.csv", user: "root")
+            #expect(csv.status == 200 && csv.text.hasPrefix("day,channel,pushed,read,read_rate\r\n"))
+            #expect(csv.text.contains(",fcm,1,1,1.0000\r\n"), "\(csv.text.suffix(300))")
+            let export = try await broker.send(.GET, "/t/acme/admin/v1/users/alice/export", user: "root")
+            let exported = (export.json["devices"] as? [[String: Any]] ?? []).compactMap { $0["platform"] as? String }
+            #expect(exported.sorted() == ["apns", "fcm"], "\(export.text.prefix(400))")
+            let exportedDelivery = (export.json["deliveries"] as? [[String: Any]])?.first {
+                $0["impulse"] as? String == "acme-3"
+            }
+            #expect(exportedDelivery?["channels"] as? [String] == ["apns", "fcm"])
+
             // The tenant's admin sees the FCM pool its Android pushes went through.
             let inspect = try await broker.send(.GET, "/v1/admin/inspect", user: "root")
             let tenant = try #require((inspect.json["tenants"] as? [[String: Any]])?.first)

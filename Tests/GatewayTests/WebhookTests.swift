@@ -257,7 +257,7 @@ struct WebhookTests {
             #expect(try await eventually(seconds: 15) { receiver.taken.contains { $0.type == "delivery.pushed" } })
             let push = try #require(receiver.taken.first { $0.type == "delivery.pushed" })
             #expect(push.body.contains(#""impulseID":"acme-3""#) && push.body.contains(#""user":"alice""#))
-            #expect(push.body.contains(#""apnsID":"#))
+            #expect(push.body.contains(#""apnsID":"#) && push.body.contains(#""channels":"apns""#), "\(push.body)")
             #expect(try await broker.send(.PUT, "/v1/impulses/acme-3/read").status < 300)
             #expect(try await eventually(seconds: 15) { receiver.taken.contains { $0.type == "delivery.read" } })
             let read = try #require(receiver.taken.first { $0.type == "delivery.read" })

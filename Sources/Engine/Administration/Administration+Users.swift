@@ -99,6 +99,8 @@ public struct UserExport: Sendable, Encodable {
 
     public struct DeviceRecord: Sendable, Encodable {
         public var token: String
+        /// `apns` or `fcm`.
+        public var platform: String
         public var name: String
         public var environment: String
         public var registeredAt: Date
@@ -110,6 +112,8 @@ public struct UserExport: Sendable, Encodable {
         public var localDate: String?
         public var assignedAt: Date
         public var pushedAt: Date?
+        /// The channels that accepted its push (`apns`, `fcm`).
+        public var channels: [String]
         public var fetchedAt: Date?
         public var readAt: Date?
     }
@@ -256,6 +260,7 @@ extension Administration {
             devices: devices.map {
                 .init(
                     token: $0.token.rawValue,
+                    platform: $0.channel.rawValue,
                     name: $0.name,
                     environment: $0.environment.rawValue,
                     registeredAt: $0.registeredAt
@@ -268,6 +273,7 @@ extension Administration {
                     localDate: $0.delivery.localDate,
                     assignedAt: $0.delivery.assignedAt,
                     pushedAt: $0.delivery.pushedAt,
+                    channels: $0.delivery.channels.channels.map(\.rawValue),
                     fetchedAt: $0.delivery.fetchedAt,
                     readAt: $0.delivery.readAt
                 )

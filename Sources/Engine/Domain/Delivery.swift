@@ -21,7 +21,10 @@ public struct Delivery: Sendable, Equatable {
     public var localDate: String?
     public var assignedAt: Date
     public var pushedAt: Date?
+    /// The id the push service answered the first accepted push with (APNs' apns-id, or FCM's message name).
     public var apnsID: String?
+    /// The channels that accepted its push; empty when unpushed, or pushed by a release that did not record them.
+    public var channels: PushChannels
     public var fetchedAt: Date?
     public var readAt: Date?
     /// The day the reports count it on: the local date for a scheduled delivery, else the tenant's date when it
@@ -42,6 +45,7 @@ public struct Delivery: Sendable, Equatable {
         assignedAt: Date,
         pushedAt: Date? = nil,
         apnsID: String? = nil,
+        channels: PushChannels = [],
         fetchedAt: Date? = nil,
         readAt: Date? = nil,
         reportDay: String? = nil
@@ -57,6 +61,7 @@ public struct Delivery: Sendable, Equatable {
         self.assignedAt = assignedAt
         self.pushedAt = pushedAt
         self.apnsID = apnsID
+        self.channels = channels
         self.fetchedAt = fetchedAt
         self.readAt = readAt
     }
@@ -125,8 +130,9 @@ public struct DeliveredImpulse: Sendable, Equatable {
 public struct DeliveryMark: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         case fetched, read
-        /// APNs accepted the push for at least one of the user's devices (this also settles it).
-        case pushed(apnsID: String)
+        /// A push service accepted the push for at least one of the user's devices (this also settles it):
+        /// `apnsID` is the first accepted push's id, `channels` the channels that accepted one.
+        case pushed(apnsID: String, channels: PushChannels)
         /// The push gateway is done with the delivery without an accepted push (rejected, dropped): it is not
         /// pushed again after a restart.
         case settled

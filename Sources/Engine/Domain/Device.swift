@@ -10,6 +10,38 @@ public enum PushChannel: String, Sendable, Codable, CaseIterable {
     case apns, fcm
 }
 
+/// The channels that accepted a delivery's push (an iPhone's, an Android phone's, or both), kept with the delivery
+/// as a small integer: APNs 1, FCM 2.
+public struct PushChannels: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int
+
+    public init(rawValue: Int) {
+        self.rawValue = rawValue
+    }
+
+    public init(_ channel: PushChannel) {
+        switch channel {
+        case .apns: self = .apns
+        case .fcm: self = .fcm
+        }
+    }
+
+    public static let apns = PushChannels(rawValue: 1)
+    public static let fcm = PushChannels(rawValue: 2)
+
+    /// A delivery's stored channels: a pushed delivery without any was pushed by a release before FCM, which
+    /// pushed to APNs only.
+    public init(stored: Int?, pushed: Bool) {
+        self = stored.map(PushChannels.init(rawValue:)) ?? (pushed ? .apns : [])
+    }
+
+    /// In ``PushChannel``'s order.
+    public var channels: [PushChannel] { PushChannel.allCases.filter { contains(PushChannels($0)) } }
+
+    /// `apns`, `fcm` or `apns,fcm`; empty when no channel is known (a delivery pushed by an earlier release).
+    public var description: String { channels.map(\.rawValue).joined(separator: ",") }
+}
+
 /// A device token with its one owner.
 public struct Device: Sendable, Equatable {
     public var tenant: TenantID

@@ -1,22 +1,42 @@
 import Foundation
 import Logging
 
-/// The push gateway's outcome for one delivery: pushed (APNs accepted it under `apnsID`) or settled without an
-/// accepted push (no device, every device rejected).
+/// The push gateway's outcome for one delivery: pushed (a push service accepted it under `apnsID`, on
+/// `channels`) or settled without an accepted push (no device, every device rejected).
 public struct PushSettlement: Sendable, Equatable {
     public var tenant: TenantID
     public var user: UserID
     public var delivery: DeliveryID
     public var apnsID: String?
+    /// The channels whose push was accepted (with `apnsID`).
+    public var channels: PushChannels
     /// Settled because the user had no device (the reports tell it from a failed push).
     public var noDevice: Bool
 
-    public init(tenant: TenantID, user: UserID, delivery: DeliveryID, apnsID: String?, noDevice: Bool = false) {
+    public init(
+        tenant: TenantID,
+        user: UserID,
+        delivery: DeliveryID,
+        apnsID: String?,
+        channels: PushChannels = [],
+        noDevice: Bool = false
+    ) {
         self.tenant = tenant
         self.user = user
         self.delivery = delivery
         self.apnsID = apnsID
+        self.channels = channels
         self.noDevice = noDevice
+    }
+
+    /// The mark it makes in the ledger.
+    func mark(at now: Date) -> DeliveryMark {
+        DeliveryMark(
+            tenant: tenant,
+            delivery: delivery,
+            kind: apnsID.map { .pushed(apnsID: $0, channels: channels) } ?? (noDevice ? .noDevice : .settled),
+            at: now
+        )
     }
 }
 
@@ -144,14 +164,7 @@ public final class DeliveryLedger: Sendable {
         written: Set<DeliveryID> = []
     ) async throws {
         guard !settlements.isEmpty else { return }
-        let marks = settlements.map {
-            DeliveryMark(
-                tenant: $0.tenant,
-                delivery: $0.delivery,
-                kind: $0.apnsID.map { .pushed(apnsID: $0) } ?? ($0.noDevice ? .noDevice : .settled),
-                at: now
-            )
-        }
+        let marks = settlements.map { $0.mark(at: now) }
         let unwritten = written.isEmpty ? marks : marks.filter { !written.contains($0.delivery) }
         if durably { try await writer.write(unwritten) } else { await writer.submit(unwritten) }
         var byShard: [Int: [(mark: DeliveryMark, user: UserID)]] = [:]
@@ -165,15 +178,8 @@ public final class DeliveryLedger: Sendable {
     /// that a crash before the rest of its batch is answered does not send it again; `record` then passes the
     /// delivery in `written`.
     public func recordAccepted(_ settlement: PushSettlement, at now: Date = Date()) {
-        guard let apnsID = settlement.apnsID else { return }
-        writer.offer(
-            DeliveryMark(
-                tenant: settlement.tenant,
-                delivery: settlement.delivery,
-                kind: .pushed(apnsID: apnsID),
-                at: now
-            )
-        )
+        guard settlement.apnsID != nil else { return }
+        writer.offer(settlement.mark(at: now))
     }
 
     /// Waits until every outcome recorded so far is written (at shutdown).

@@ -68,10 +68,11 @@ struct UserLedger: Sendable {
             switch mark.kind {
             case .fetched:
                 if recent[index].fetchedAt == nil { recent[index].fetchedAt = mark.at }
-            case .pushed(let apnsID):
+            case .pushed(let apnsID, let channels):
                 if recent[index].pushedAt == nil {
                     recent[index].pushedAt = mark.at
                     recent[index].apnsID = apnsID
+                    recent[index].channels = channels
                 }
             case .settled, .noDevice:
                 break

@@ -335,7 +335,12 @@ public actor PushGateway {
             var answers: [PushAnswer] = []
             // Deliveries whose pushed mark went to the ledger as their devices accepted them, by job.
             var devicesPerJob = [Int](repeating: 0, count: jobs.count)
-            for position in sends.indices { devicesPerJob[sends[position].job] += 1 }
+            // The channels of each job's devices: an early mark waits for all of them, so it names them all.
+            var channelsPerJob = [PushChannels](repeating: [], count: jobs.count)
+            for position in sends.indices {
+                devicesPerJob[sends[position].job] += 1
+                channelsPerJob[sends[position].job].insert(PushChannels(sends[position].push.device.channel))
+            }
             let early = EarlyMarks(devices: devicesPerJob)
             if !sends.isEmpty {
                 // Stopping: the deliveries stay unsettled and are pushed at the next start.
@@ -344,6 +349,7 @@ public actor PushGateway {
                 let permits = self.permits
                 let ledger = self.ledger
                 let owners = sends.map { (job: $0.job, user: jobs[$0.job].delivery.user, delivery: $0.push.delivery) }
+                let channels = channelsPerJob
                 answers = await transport.send(batch: sends.map(\.push)) { index, acceptedID in
                     permits.release(held.take(1))
                     // Recorded at once, not when the batch's slowest answer comes: a crash in between would
@@ -358,12 +364,19 @@ public actor PushGateway {
                     else { return }
                     let owner = owners[index]
                     ledger.recordAccepted(
-                        PushSettlement(tenant: tenantID, user: owner.user, delivery: owner.delivery, apnsID: recorded)
+                        PushSettlement(
+                            tenant: tenantID,
+                            user: owner.user,
+                            delivery: owner.delivery,
+                            apnsID: recorded,
+                            channels: channels[owner.job]
+                        )
                     )
                 }
                 permits.release(held.takeAll())
             }
             var accepted = [String?](repeating: nil, count: jobs.count)
+            var acceptedChannels = [PushChannels](repeating: [], count: jobs.count)
             var unsettled = Set<Int>()
             var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
             var verdicts: [TokenVerdict] = []
@@ -387,6 +400,7 @@ public actor PushGateway {
                 case (.delivered, .accepted(let apnsID)):
                     counts.accepted += 1
                     accepted[job] = accepted[job] ?? apnsID
+                    acceptedChannels[job].insert(PushChannels(sends[position].push.device.channel))
                 case (.delivered, _):
                     counts.accepted += 1
                 case (.drop(let alert), _) where answer.result.refusal != nil:
@@ -414,8 +428,9 @@ public actor PushGateway {
                 for (verdict, changed) in zip(verdicts, changed) { counts.count(verdict, changed: changed) }
             }
             if !slow.isEmpty {
-                let outcomes = await withTaskGroup(of: (job: Int, outcome: Result<DeviceOutcome, any Error>).self) {
-                    group in
+                let outcomes = await withTaskGroup(
+                    of: (job: Int, channel: PushChannel, outcome: Result<DeviceOutcome, any Error>).self
+                ) { group in
                     for item in slow {
                         let delivery = jobs[item.job].delivery
                         group.addTask {
@@ -426,17 +441,19 @@ public actor PushGateway {
                                     delivery: delivery,
                                     first: item.result
                                 )
-                                return (item.job, .success(outcome))
+                                return (item.job, item.push.device.channel, .success(outcome))
                             } catch {
-                                return (item.job, .failure(error))
+                                return (item.job, item.push.device.channel, .failure(error))
                             }
                         }
                     }
                     return await group.reduce(into: []) { $0.append($1) }
                 }
-                for (job, outcome) in outcomes {
+                for (job, channel, outcome) in outcomes {
                     switch outcome {
-                    case .success(.accepted(let apnsID)): accepted[job] = accepted[job] ?? apnsID
+                    case .success(.accepted(let apnsID)):
+                        accepted[job] = accepted[job] ?? apnsID
+                        acceptedChannels[job].insert(PushChannels(channel))
                     case .success(.finished): break
                     // Deferred: tried again by a later sweep. Stopped: back in the paused tenant's queue.
                     case .success(.deferred), .success(.tenantStopped): unsettled.insert(job)
@@ -470,7 +487,8 @@ public actor PushGateway {
                         tenant: tenantID,
                         user: jobs[index].delivery.user,
                         delivery: jobs[index].delivery.id,
-                        apnsID: accepted[index]
+                        apnsID: accepted[index],
+                        channels: acceptedChannels[index]
                     )
                 )
             }

@@ -70,6 +70,11 @@ public struct EngagementReport: Sendable, Equatable {
         public var counts: EngagementCounts
     }
 
+    public struct ChannelRow: Sendable, Equatable {
+        public var channel: PushChannel
+        public var counts: ChannelCounts
+    }
+
     public var tenant: TenantID
     public var range: ReportRange
     public var days: [Day]
@@ -77,6 +82,8 @@ public struct EngagementReport: Sendable, Equatable {
     public var impulses: [ImpulseRow]
     /// In the life areas' order, then the unknown one.
     public var lifeAreas: [LifeAreaRow]
+    /// Every channel, in ``PushChannel``'s order: the range's pushes and reads by the channel that took the push.
+    public var channels: [ChannelRow]
     public var total: EngagementCounts
 
     public init(tenant: TenantID, range: ReportRange, records: EngagementRecords, catalog: [Impulse]) {
@@ -108,6 +115,7 @@ public struct EngagementReport: Sendable, Equatable {
             perArea[area].map { LifeAreaRow(lifeArea: area, counts: $0) }
         }
         self.total = total
+        channels = PushChannel.allCases.map { ChannelRow(channel: $0, counts: total.channels[$0] ?? ChannelCounts()) }
     }
 }
 
@@ -117,6 +125,19 @@ extension EngagementReport {
     public enum Table: String, Sendable, CaseIterable {
         case days, impulses
         case lifeAreas = "life-areas"
+        case channels
+
+        /// The table a file name asks for (`days.csv`, ...); an unknown one is not found.
+        public init(file: String) throws(EngineError) {
+            guard file.hasSuffix(".csv"), let table = Self(rawValue: String(file.dropLast(4))) else {
+                let names = Self.allCases.map { "\($0.rawValue).csv" }
+                throw EngineError(
+                    .notFound,
+                    "the report's tables are \(names.dropLast().joined(separator: ", ")) and \(names.last ?? "")"
+                )
+            }
+            self = table
+        }
     }
 
     static let countHeader = [
@@ -150,6 +171,19 @@ extension EngagementReport {
         case .lifeAreas:
             rows.append(["life_area"] + Self.countHeader)
             for row in lifeAreas { rows.append([row.lifeArea?.rawValue ?? ""] + Self.cells(row.counts)) }
+        case .channels:
+            rows.append(["day", "channel", "pushed", "read", "read_rate"])
+            for day in days {
+                for channel in PushChannel.allCases {
+                    let counts = day.counts.channels[channel] ?? ChannelCounts()
+                    rows.append(
+                        [
+                            day.day.description, channel.rawValue, "\(counts.pushed)", "\(counts.read)",
+                            counts.readRate.map { String(format: "%.4f", $0) } ?? "",
+                        ]
+                    )
+                }
+            }
         }
         return rows.map { $0.map(Self.field).joined(separator: ",") + "\r\n" }.joined()
     }

@@ -17,6 +17,9 @@ public struct EngagementCounts: Sendable, Equatable {
     public var read = 0
     /// Reads by time from push to read, in ``ReadLatency/bounds`` buckets (reads of unpushed deliveries have none).
     public var readLatency = [Int](repeating: 0, count: ReadLatency.bounds.count + 1)
+    /// Pushed deliveries and their reads by the channel that accepted the push: a delivery pushed to a user's
+    /// iPhone and Android phone counts on both.
+    public var channels: [PushChannel: ChannelCounts] = [:]
 
     public init() {}
 
@@ -28,6 +31,7 @@ public struct EngagementCounts: Sendable, Equatable {
         fetched += other.fetched
         read += other.read
         for index in readLatency.indices { readLatency[index] += other.readLatency[index] }
+        for (channel, counts) in other.channels { channels[channel, default: ChannelCounts()].add(counts) }
     }
 
     /// Read deliveries per assigned one (nil without any).
@@ -35,6 +39,27 @@ public struct EngagementCounts: Sendable, Equatable {
 
     /// The median time from push to read, estimated from the buckets.
     public var medianSecondsToRead: Double? { ReadLatency.median(readLatency) }
+}
+
+/// One channel's share of an ``EngagementCounts`` row.
+public struct ChannelCounts: Sendable, Equatable {
+    /// Deliveries the channel accepted a push of.
+    public var pushed = 0
+    /// Those of them read.
+    public var read = 0
+
+    public init(pushed: Int = 0, read: Int = 0) {
+        self.pushed = pushed
+        self.read = read
+    }
+
+    public mutating func add(_ other: ChannelCounts) {
+        pushed += other.pushed
+        read += other.read
+    }
+
+    /// Reads per pushed delivery (nil without any).
+    public var readRate: Double? { pushed > 0 ? Double(read) / Double(pushed) : nil }
 }
 
 /// What the scheduler did with one tenant's day for its users: the day-level row the reports read.
@@ -148,13 +173,33 @@ public struct EngagementTally: Sendable, Equatable {
         ] += amount
     }
 
-    /// A first read: counted, with its time from push to read when the delivery was pushed.
-    public mutating func read(tenant: TenantID, day: String, impulse: ImpulseID, pushedAt: Date?, readAt: Date) {
+    /// A first push accepted, on `channels`.
+    public mutating func pushed(tenant: TenantID, day: String, impulse: ImpulseID, channels: PushChannels) {
+        let key = EngagementKey(tenant: tenant, day: day, impulse: impulse)
+        engagement[key, default: EngagementCounts()].pushed += 1
+        for channel in channels.channels {
+            engagement[key, default: EngagementCounts()].channels[channel, default: ChannelCounts()].pushed += 1
+        }
+    }
+
+    /// A first read: counted, with its time from push to read when the delivery was pushed, and on the channels
+    /// its push went out on.
+    public mutating func read(
+        tenant: TenantID,
+        day: String,
+        impulse: ImpulseID,
+        pushedAt: Date?,
+        readAt: Date,
+        channels: PushChannels = []
+    ) {
         let key = EngagementKey(tenant: tenant, day: day, impulse: impulse)
         engagement[key, default: EngagementCounts()].read += 1
         if let pushedAt {
             let bucket = ReadLatency.bucket(seconds: max(0, readAt.timeIntervalSince(pushedAt)))
             engagement[key, default: EngagementCounts()].readLatency[bucket] += 1
+        }
+        for channel in channels.channels {
+            engagement[key, default: EngagementCounts()].channels[channel, default: ChannelCounts()].read += 1
         }
     }
 

@@ -4,10 +4,11 @@ import Foundation
 /// when an endpoint listens, the webhook events to queue in the same transaction. Both stores fill it the same way.
 struct MarkEffects {
     enum Change {
-        case pushed(apnsID: String?)
+        case pushed(apnsID: String?, channels: PushChannels)
         case failed(noDevice: Bool)
         case fetched
-        case read(pushedAt: Date?, readAt: Date)
+        /// `channels`: those its push went out on.
+        case read(pushedAt: Date?, readAt: Date, channels: PushChannels)
     }
 
     private(set) var tally = EngagementTally()
@@ -31,17 +32,24 @@ struct MarkEffects {
         let event: WebhookEvent?
         var data: [String: String?] = ["deliveryID": String(delivery), "impulseID": impulse.rawValue]
         switch change {
-        case .pushed(let apnsID):
-            tally.count(\.pushed, tenant: tenant, day: day, impulse: impulse)
-            (event, data["apnsID"]) = (.deliveryPushed, apnsID)
+        case .pushed(let apnsID, let channels):
+            tally.pushed(tenant: tenant, day: day, impulse: impulse, channels: channels)
+            (event, data["apnsID"], data["channels"]) = (.deliveryPushed, apnsID, channels.description)
         case .failed(let noDevice):
             tally.count(noDevice ? \.noDevice : \.failed, tenant: tenant, day: day, impulse: impulse)
             (event, data["reason"]) = (.deliveryFailed, noDevice ? "no-device" : "rejected")
         case .fetched:
             tally.count(\.fetched, tenant: tenant, day: day, impulse: impulse)
             event = nil
-        case .read(let pushedAt, let readAt):
-            tally.read(tenant: tenant, day: day, impulse: impulse, pushedAt: pushedAt, readAt: readAt)
+        case .read(let pushedAt, let readAt, let channels):
+            tally.read(
+                tenant: tenant,
+                day: day,
+                impulse: impulse,
+                pushedAt: pushedAt,
+                readAt: readAt,
+                channels: channels
+            )
             event = .deliveryRead
         }
         if let event, subscriptions.contains(tenant, event) {

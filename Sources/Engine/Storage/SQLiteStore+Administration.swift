@@ -88,7 +88,9 @@ extension SQLiteStore {
             report.impulses = db.changesCount
             try db.execute(sql: "DELETE FROM apns_credentials WHERE tenant_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM fcm_credentials WHERE tenant_id = ?", arguments: [id])
-            for table in ["engagement_days", "engagement_read_latency", "dispatch_days", "webhook_outbox"] {
+            for table in [
+                "engagement_days", "engagement_read_latency", "engagement_channels", "dispatch_days", "webhook_outbox",
+            ] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE tenant_id = ?", arguments: [id])
             }
             try db.execute(

@@ -120,15 +120,16 @@ extension SQLiteStore {
             let read = try db.cachedStatement(
                 sql: """
                     UPDATE deliveries SET read_at = ? WHERE id = ? AND tenant_id = ? AND read_at IS NULL
-                    RETURNING \(Self.reportColumns), pushed_at
+                    RETURNING \(Self.reportColumns), pushed_at, pushed_channels
                     """
             )
             let pushed = try db.cachedStatement(
                 sql:
                     """
-                    UPDATE deliveries SET pushed_at = ?, apns_id = ?, settled_at = COALESCE(settled_at, ?)
+                    UPDATE deliveries SET pushed_at = ?, apns_id = ?, pushed_channels = ?,
+                        settled_at = COALESCE(settled_at, ?)
                     WHERE id = ? AND tenant_id = ? AND pushed_at IS NULL
-                    RETURNING \(Self.reportColumns)
+                    RETURNING \(Self.reportColumns), pushed_channels
                     """
             )
             // Numbered as a multi-row statement's row is: (delivery id, tenant, time).
@@ -160,31 +161,34 @@ extension SQLiteStore {
                 }
             }
             func pushedRows(_ statement: Statement) throws {
-                try changed(statement) { .pushed(apnsID: apnsIDs[$0[3]]) }
+                try changed(statement) {
+                    .pushed(apnsID: apnsIDs[$0[3]], channels: PushChannels(stored: $0[5], pushed: true))
+                }
             }
             func settledRows(_ statement: Statement) throws {
                 try changed(statement) { .failed(noDevice: noDevice.contains($0[3])) }
             }
             // Pushed marks (nearly all of them in a burst) and settled ones (rejected pushes: a third of them with
             // 30% dead tokens) go 64 to a statement; the rest one by one, below.
-            var pushedMarks: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
+            var pushedMarks: [(delivery: Int64, tenant: String, at: Double, apnsID: String, channels: Int)] = []
             var settledMarks: [DatabaseValue] = []
             settledMarks.reserveCapacity(3 * Self.marksPerStatement)
             for mark in marks {
                 let at = mark.at.unixSeconds
                 switch mark.kind {
-                case .pushed(let apnsID):
+                case .pushed(let apnsID, let channels):
                     if !effects.subscriptions.isEmpty { apnsIDs[mark.delivery.rawValue] = apnsID }
-                    pushedMarks.append((mark.delivery.rawValue, mark.tenant.rawValue, at, apnsID))
+                    pushedMarks.append((mark.delivery.rawValue, mark.tenant.rawValue, at, apnsID, channels.rawValue))
                     if pushedMarks.count == Self.marksPerStatement {
                         // One flat argument list, filled in place (no array per mark on this path).
                         var values: [DatabaseValue] = []
-                        values.reserveCapacity(4 * pushedMarks.count)
+                        values.reserveCapacity(5 * pushedMarks.count)
                         for mark in pushedMarks {
                             values.append(mark.delivery.databaseValue)
                             values.append(mark.tenant.databaseValue)
                             values.append(mark.at.databaseValue)
                             values.append(mark.apnsID.databaseValue)
+                            values.append(mark.channels.databaseValue)
                         }
                         let statement = try db.cachedStatement(sql: Self.pushedMarksSQL)
                         try statement.bindPositionally(values)
@@ -207,7 +211,7 @@ extension SQLiteStore {
                 }
             }
             for mark in pushedMarks {
-                try pushed.setArguments([mark.at, mark.apnsID, mark.at, mark.delivery, mark.tenant])
+                try pushed.setArguments([mark.at, mark.apnsID, mark.channels, mark.at, mark.delivery, mark.tenant])
                 try pushedRows(pushed)
             }
             for start in stride(from: 0, to: settledMarks.count, by: 3) {
@@ -226,7 +230,12 @@ extension SQLiteStore {
                 var reader: Int64?
                 try changed(read) { row in
                     reader = row[4]
-                    return .read(pushedAt: (row[5] as Double?).map(Date.init(unixSeconds:)), readAt: mark.at)
+                    let pushedAt = (row[5] as Double?).map(Date.init(unixSeconds:))
+                    return .read(
+                        pushedAt: pushedAt,
+                        readAt: mark.at,
+                        channels: PushChannels(stored: row[6], pushed: pushedAt != nil)
+                    )
                 }
                 if let reader { duties += .ledgerChanged(tenant: mark.tenant, user: UserID(reader)) }
             }
@@ -255,14 +264,15 @@ extension SQLiteStore {
         RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id, deliveries.user_id
         """
 
-    /// `marksPerStatement` pushed marks: (delivery id, tenant, time, apns-id) each. A delivery already
+    /// `marksPerStatement` pushed marks: (delivery id, tenant, time, apns-id, channels) each. A delivery already
     /// marked pushed keeps its first mark, as with the one-row statement.
     static let pushedMarksSQL = """
-        UPDATE deliveries SET pushed_at = v.column3, apns_id = v.column4,
+        UPDATE deliveries SET pushed_at = v.column3, apns_id = v.column4, pushed_channels = v.column5,
             settled_at = COALESCE(deliveries.settled_at, v.column3)
-        FROM (VALUES \(Array(repeating: "(?,?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
+        FROM (VALUES \(Array(repeating: "(?,?,?,?,?)", count: marksPerStatement).joined(separator: ","))) AS v
         WHERE deliveries.id = v.column1 AND deliveries.tenant_id = v.column2 AND deliveries.pushed_at IS NULL
-        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id, deliveries.user_id
+        RETURNING deliveries.tenant_id, deliveries.report_day, deliveries.impulse_id, deliveries.id, deliveries.user_id,
+            deliveries.pushed_channels
         """
 
     public func clearDeliveries(tenant: TenantID, user: UserID) async throws -> Int {
@@ -279,7 +289,7 @@ extension SQLiteStore {
 
     static let deliveredImpulseSelect = """
         SELECT d.id AS d_id, d.tenant_id AS d_tenant_id, d.user_id, d.impulse_id, d.kind, d.local_date, d.assigned_at,
-            d.pushed_at, d.apns_id, d.fetched_at, d.read_at, i.*
+            d.pushed_at, d.apns_id, d.pushed_channels, d.fetched_at, d.read_at, i.*
         FROM deliveries d JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
         """
 
@@ -307,6 +317,7 @@ extension SQLiteStore {
             assignedAt: Date(unixSeconds: row["assigned_at"]),
             pushedAt: pushedAt.map(Date.init(unixSeconds:)),
             apnsID: row["apns_id"],
+            channels: PushChannels(stored: row["pushed_channels"], pushed: pushedAt != nil),
             fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
             readAt: readAt.map(Date.init(unixSeconds:))
         )

@@ -129,11 +129,11 @@ extension SQLiteStore {
                 sql: """
                     UPDATE devices SET removed_at = ?
                     WHERE tenant_id = ? AND topic = ? AND token = ? AND registered_at < ? AND removed_at IS NULL
-                    RETURNING user_id
+                    RETURNING user_id, channel
                     """
             )
             let now = Date().unixSeconds
-            var removed: [(user: Int64, token: String)] = []
+            var removed: [(user: Int64, token: String, channel: String)] = []
             let changed = try verdicts.map { verdict in
                 switch verdict.kind {
                 case .quarantine(let at):
@@ -141,12 +141,15 @@ extension SQLiteStore {
                     return db.changesCount > 0
                 case .remove(let before):
                     try remove.setArguments([now, tenant.rawValue, topic, verdict.token.rawValue, before.unixSeconds])
-                    guard let user = try Int64.fetchOne(remove) else { return false }
-                    removed.append((user, verdict.token.rawValue))
+                    guard let row = try Row.fetchOne(remove) else { return false }
+                    removed.append((row[0], verdict.token.rawValue, row[1]))
                     return true
                 }
             }
-            try self.queueDevicesRemoved(tenant, removed, "apns", db)
+            // The event's reason names the service that called the token dead: `apns` or `fcm`.
+            for (channel, devices) in Dictionary(grouping: removed, by: \.channel) {
+                try self.queueDevicesRemoved(tenant, devices.map { ($0.user, $0.token) }, channel, db)
+            }
             return changed
         }
     }

@@ -22,6 +22,13 @@ extension SQLiteStore {
                 ON CONFLICT (tenant_id, day, impulse_id, bucket) DO UPDATE SET reads = reads + excluded.reads
                 """
         )
+        let channels = try db.cachedStatement(
+            sql: """
+                INSERT INTO engagement_channels (tenant_id, day, impulse_id, channel, pushed, read) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, day, impulse_id, channel) DO UPDATE SET
+                    pushed = pushed + excluded.pushed, read = read + excluded.read
+                """
+        )
         for (key, counts) in tally.engagementRows {
             try engagement.execute(arguments: [
                 key.tenant.rawValue, key.day, key.impulse.rawValue, counts.assigned, counts.pushed, counts.noDevice,
@@ -29,6 +36,12 @@ extension SQLiteStore {
             ])
             for (bucket, reads) in counts.readLatency.enumerated() where reads > 0 {
                 try latency.execute(arguments: [key.tenant.rawValue, key.day, key.impulse.rawValue, bucket, reads])
+            }
+            for channel in PushChannel.allCases {
+                guard let row = counts.channels[channel] else { continue }
+                try channels.execute(arguments: [
+                    key.tenant.rawValue, key.day, key.impulse.rawValue, channel.rawValue, row.pushed, row.read,
+                ])
             }
         }
         let dispatch = try db.cachedStatement(
@@ -61,6 +74,10 @@ extension SQLiteStore {
         """,
         """
         SELECT day, due, skipped_stale, skipped_weekday, deferred_quiet_hours FROM dispatch_days
+        WHERE tenant_id = ? AND day BETWEEN ? AND ?
+        """,
+        """
+        SELECT day, impulse_id, channel, pushed, read FROM engagement_channels
         WHERE tenant_id = ? AND day BETWEEN ? AND ?
         """,
     ]
@@ -99,6 +116,15 @@ extension SQLiteStore {
                 (counts.due, counts.skippedStale, counts.skippedWeekday) = (row[1], row[2], row[3])
                 counts.deferredQuietHours = row[4]
                 records.dispatch[row[0]] = counts
+            }
+            for row in try Row.fetchAll(
+                db,
+                sql: Self.engagementSQL[3],
+                arguments: arguments
+            ) {
+                let key = EngagementKey(tenant: tenant, day: row[0], impulse: ImpulseID(trusted: row[1]))
+                guard records.engagement[key] != nil, let channel = PushChannel(rawValue: row[2]) else { continue }
+                records.engagement[key]?.channels[channel] = ChannelCounts(pushed: row[3], read: row[4])
             }
             return records
         }

@@ -430,6 +430,29 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v21-delivery-channels") { db in
+            // The channels that accepted each delivery's push, and the reports' pushes and reads by channel
+            // (issue 35). Deliveries pushed before (and by the previous release's nodes during an upgrade) keep
+            // none: they were pushed to APNs, and are read as such. The per-channel rows of earlier days are
+            // counted from the deliveries still kept.
+            try db.execute(
+                sql: """
+                    ALTER TABLE deliveries ADD COLUMN pushed_channels INTEGER;
+                    CREATE TABLE engagement_channels (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        day TEXT NOT NULL,
+                        impulse_id TEXT NOT NULL,
+                        channel TEXT NOT NULL,
+                        pushed INTEGER NOT NULL DEFAULT 0,
+                        read INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (tenant_id, day, impulse_id, channel)
+                    );
+                    INSERT INTO engagement_channels (tenant_id, day, impulse_id, channel, pushed, read)
+                    SELECT tenant_id, report_day, impulse_id, 'apns', count(*), count(read_at)
+                    FROM deliveries WHERE pushed_at IS NOT NULL GROUP BY tenant_id, report_day, impulse_id;
+                    """
+            )
+        }
         return migrator
     }
 

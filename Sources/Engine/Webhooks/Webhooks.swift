@@ -363,7 +363,8 @@ extension WebhookEventRecord {
         )
     }
 
-    /// A device removed: `reason` is `unregistered` (the app or an admin) or `apns` (APNs called its token dead).
+    /// A device removed: `reason` is `unregistered` (the app or an admin), `apns` or `fcm` (the service called its
+    /// token dead).
     public static func deviceRemoved(
         tenant: TenantID,
         user: UserID,

@@ -14,11 +14,29 @@ struct EngagementCountsBody: Encodable, Sendable {
     var read: Int
     var readRate: Double?
     var medianSecondsToRead: Int?
+    /// Every channel by name (`apns`, `fcm`).
+    var channels: [String: ChannelCountsBody]
 
     init(_ counts: EngagementCounts) {
         (assigned, pushed, noDevice, failed) = (counts.assigned, counts.pushed, counts.noDevice, counts.failed)
         (fetched, read, readRate) = (counts.fetched, counts.read, counts.readRate)
         medianSecondsToRead = counts.medianSecondsToRead.map { Int($0.rounded()) }
+        channels = Dictionary(
+            uniqueKeysWithValues: PushChannel.allCases.map {
+                ($0.rawValue, ChannelCountsBody(counts.channels[$0] ?? ChannelCounts()))
+            }
+        )
+    }
+}
+
+/// One channel's pushed deliveries and their reads.
+struct ChannelCountsBody: Encodable, Sendable {
+    var pushed: Int
+    var read: Int
+    var readRate: Double?
+
+    init(_ counts: ChannelCounts) {
+        (pushed, read, readRate) = (counts.pushed, counts.read, counts.readRate)
     }
 }
 
@@ -91,7 +109,8 @@ struct EngagementReportBody: Encodable, Sendable {
 
 extension AdminAPI {
     /// The engagement report of a range of days (`from`, `to`; the last 30 days without them), as JSON, or one of
-    /// its tables as CSV (`/reports/engagement/days.csv`, `impulses.csv`, `life-areas.csv`).
+    /// its tables as CSV (`/reports/engagement/days.csv`, `impulses.csv`, `life-areas.csv`,
+    /// `channels.csv`).
     func addReportRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
         @Sendable func report(
             _ request: Request,
@@ -129,13 +148,8 @@ extension AdminAPI {
             [
                 .get: { request, context, actor, tenant in
                     let file = try Self.parameter("table", context)
-                    guard file.hasSuffix(".csv"), let table = EngagementReport.Table(rawValue: String(file.dropLast(4)))
-                    else {
-                        throw Problem(
-                            .notFound,
-                            "not-found",
-                            "the report's tables are days.csv, impulses.csv and life-areas.csv"
-                        )
+                    let table = try Problem.validating { () throws(EngineError) in
+                        try EngagementReport.Table(file: file)
                     }
                     return Self.csvResponse(try await report(request, actor, tenant), table: table, tenant: tenant.id)
                 }

@@ -104,6 +104,13 @@ extension Console {
                     ["label": "read rate", "value": Self.percent(total.readRate)],
                     ["label": "median to read", "value": Self.duration(total.medianSecondsToRead)],
                 ],
+                "channels": report.channels.map { row -> [String: String] in
+                    [
+                        "channel": row.channel == .apns ? "APNs (iPhone)" : "FCM (Android)",
+                        "pushed": "\(row.counts.pushed)", "read": "\(row.counts.read)",
+                        "readRate": Self.percent(row.counts.readRate),
+                    ]
+                },
                 "chart": ConsoleChart.svg(
                     report.days,
                     title: "Deliveries assigned and read per day, \(report.range.from) to \(report.range.through)"
@@ -148,9 +155,7 @@ extension Console {
     /// One of the report's tables as CSV, as the admin API's.
     func reportCSV(_ visit: Visit, _ request: Request, file: String) async throws -> Response {
         let tenant = try requireTenant(visit)
-        guard file.hasSuffix(".csv"), let table = EngagementReport.Table(rawValue: String(file.dropLast(4))) else {
-            throw EngineError(.notFound, "the report's tables are days.csv, impulses.csv and life-areas.csv")
-        }
+        let table = try EngagementReport.Table(file: file)
         let report = try await administration.engagementReport(
             tenant: tenant.id,
             from: request.uri.queryParameters["from"].map(String.init),

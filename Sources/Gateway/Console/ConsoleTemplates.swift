@@ -109,6 +109,15 @@ enum ConsoleTemplates {
         <td class="num">{{failed}}</td><td class="num">{{read}}</td><td class="num">{{readRate}}</td>
         <td class="num">{{median}}</td></tr>{{/days}}</tbody>
         </table></div>
+        <h2>Per channel</h2>
+        <p class="muted">Deliveries a channel accepted a push of, and how many of them were read; a user with an iPhone
+        and an Android phone counts on both.</p>
+        <div class="table-wrap"><table>
+        <thead><tr><th scope="col">Channel</th><th class="num" scope="col">Pushed</th><th class="num" scope="col">Read</th>
+        <th class="num" scope="col">Read rate</th></tr></thead>
+        <tbody>{{#channels}}<tr><th scope="row">{{channel}}</th><td class="num">{{pushed}}</td><td class="num">{{read}}</td>
+        <td class="num">{{readRate}}</td></tr>{{/channels}}</tbody>
+        </table></div>
         <h2>Per impulse</h2>
         <div class="table-wrap"><table>
         <thead><tr><th scope="col">Impulse</th><th scope="col">Title</th><th scope="col">Life area</th>

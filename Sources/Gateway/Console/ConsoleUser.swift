@@ -90,17 +90,20 @@ extension Console {
             "devices": devices.map { device -> [String: String] in
                 [
                     "token": String(device.token.rawValue.prefix(12)) + "…", "name": device.name,
-                    "environment": device.environment.rawValue,
+                    "environment": device.channel == .fcm ? "Android (FCM)" : device.environment.rawValue,
                     "registered": Self.time(device.registeredAt, zone: zone),
                 ]
             },
             "deliveries": deliveries.map { item -> [String: String] in
                 let delivery = item.delivery
-                let state =
+                let progress =
                     delivery.readAt != nil
                     ? "read"
                     : delivery.fetchedAt != nil
                         ? "fetched" : delivery.pushedAt != nil ? "pushed" : "not pushed yet"
+                // Which phones took its push: an iPhone (APNs), an Android phone (FCM), or both.
+                let via = delivery.channels.channels.map { $0 == .apns ? "iPhone" : "Android" }
+                let state = via.isEmpty ? progress : "\(progress) (pushed to \(via.joined(separator: " and ")))"
                 return [
                     "title": item.impulse.title, "impulse": delivery.impulse.rawValue, "kind": delivery.kind.rawValue,
                     "day": delivery.localDate ?? "", "assigned": Self.time(delivery.assignedAt, zone: zone),

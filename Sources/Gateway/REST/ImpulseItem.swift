@@ -50,7 +50,8 @@ struct DeliveryItem: Encodable, Sendable {
     var baseURL: String
 
     enum CodingKeys: String, CodingKey {
-        case sequence, kind, assignedAt, fetchedAt, readAt, read, impulse, lifeArea, series, seriesPosition
+        case sequence, kind, assignedAt, pushedAt, channels, fetchedAt, readAt, read, impulse, lifeArea, series
+        case seriesPosition
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -60,6 +61,12 @@ struct DeliveryItem: Encodable, Sendable {
         try container.encode(delivery.id.rawValue, forKey: .sequence)
         try container.encode(delivery.kind.rawValue, forKey: .kind)
         try container.encode(Int64(delivery.assignedAt.timeIntervalSince1970), forKey: .assignedAt)
+        try container.encodeNullable(
+            delivery.pushedAt.map { Int64($0.timeIntervalSince1970) },
+            forKey: .pushedAt,
+            omitNulls: omitNulls
+        )
+        try container.encode(delivery.channels.channels.map(\.rawValue), forKey: .channels)
         try container.encodeNullable(
             delivery.fetchedAt.map { Int64($0.timeIntervalSince1970) },
             forKey: .fetchedAt,

@@ -98,6 +98,7 @@ extension PostgresStore {
             try await connection.run("DELETE FROM fcm_credentials WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM engagement_days WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM engagement_read_latency WHERE tenant_id = \(id)", logger)
+            try await connection.run("DELETE FROM engagement_channels WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM dispatch_days WHERE tenant_id = \(id)", logger)
             try await connection.run("DELETE FROM webhook_endpoints WHERE tenant_id = \(id)", logger)
             let deleted = try await connection.run("DELETE FROM tenants WHERE id = \(id) RETURNING 1", logger)

@@ -106,5 +106,33 @@ extension PostgresStore {
                 "CREATE INDEX fcm_credentials_tenant ON fcm_credentials (tenant_id)",
             ]
         ),
+        Migration(
+            version: 19,
+            name: "delivery-channels",
+            statements: [
+                // The channels that accepted each delivery's push, and the reports' pushes and reads by channel
+                // (issue 35). Deliveries pushed before (and by the previous release's nodes during an upgrade) keep
+                // none: they were pushed to APNs, and are read as such. A nullable column without a default is
+                // added without rewriting the table. The per-channel rows of earlier days are counted from the
+                // deliveries still kept.
+                "ALTER TABLE deliveries ADD COLUMN pushed_channels integer",
+                """
+                CREATE TABLE engagement_channels (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    day text NOT NULL,
+                    impulse_id text NOT NULL,
+                    channel text NOT NULL,
+                    pushed bigint NOT NULL DEFAULT 0,
+                    read bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (tenant_id, day, impulse_id, channel)
+                )
+                """,
+                """
+                INSERT INTO engagement_channels (tenant_id, day, impulse_id, channel, pushed, read)
+                SELECT tenant_id, report_day, impulse_id, 'apns', count(*), count(read_at)
+                FROM deliveries WHERE pushed_at IS NOT NULL GROUP BY tenant_id, report_day, impulse_id
+                """,
+            ]
+        ),
     ]
 }

@@ -72,7 +72,7 @@ extension PostgresStore {
                 ("id", .integer), ("tenant_id", .text), ("user_id", .integer), ("impulse_id", .text),
                 ("kind", .text), ("local_date", .text), ("assigned_at", .real), ("pushed_at", .real),
                 ("apns_id", .text), ("fetched_at", .real), ("read_at", .real), ("settled_at", .real),
-                ("report_day", .text),
+                ("report_day", .text), ("pushed_channels", .integer),
             ]
         ),
         (
@@ -86,6 +86,13 @@ extension PostgresStore {
         (
             "engagement_read_latency",
             [("tenant_id", .text), ("day", .text), ("impulse_id", .text), ("bucket", .integer), ("reads", .integer)]
+        ),
+        (
+            "engagement_channels",
+            [
+                ("tenant_id", .text), ("day", .text), ("impulse_id", .text), ("channel", .text), ("pushed", .integer),
+                ("read", .integer),
+            ]
         ),
         (
             "dispatch_days",

@@ -76,7 +76,7 @@ extension PostgresStore {
     /// The delivery's columns (as `delivery(from:first:)` reads them) and then the impulse's.
     static let deliveredImpulseSelect = """
         SELECT d.id, d.tenant_id, d.user_id, d.impulse_id, d.kind, d.local_date, d.assigned_at, d.pushed_at,
-            d.apns_id, d.fetched_at, d.read_at,
+            d.apns_id, d.fetched_at, d.read_at, d.pushed_channels,
             i.tenant_id, i.id, i.language, i.title, i.description_short, i.description, i.duration_minutes, i.action,
             i.single, i.image_urls, i.video_url, i.web_url, i.life_area, i.series, i.series_position
         FROM deliveries d JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
@@ -145,16 +145,18 @@ extension PostgresStore {
     /// marks (a user's taps) one by one in their order. Within a kind the first mark of a delivery wins.
     public func applyMarks(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
-        var pushed: [(delivery: Int64, tenant: String, at: Double, apnsID: String)] = []
+        var pushed: [(delivery: Int64, tenant: String, at: Double, apnsID: String, channels: Int)] = []
         var settled: [(delivery: Int64, tenant: String, at: Double, noDevice: Bool)] = []
         var taps: [DeliveryMark] = []
         var seenPushed = Set<Int64>()
         var seenSettled = Set<Int64>()
         for mark in marks {
             switch mark.kind {
-            case .pushed(let apnsID):
+            case .pushed(let apnsID, let channels):
                 if seenPushed.insert(mark.delivery.rawValue).inserted {
-                    pushed.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds, apnsID))
+                    pushed.append(
+                        (mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds, apnsID, channels.rawValue)
+                    )
                 }
             case .settled, .noDevice:
                 if seenSettled.insert(mark.delivery.rawValue).inserted {
@@ -196,14 +198,17 @@ extension PostgresStore {
                         ids: pushed.map(\.delivery),
                         tenants: pushed.map(\.tenant),
                         at: pushed.map(\.at),
-                        apnsIDs: pushed.map(\.apnsID)
+                        apnsIDs: pushed.map(\.apnsID),
+                        channels: pushed.map(\.channels)
                     ),
                     logger
                 )
                 let apnsIDs =
                     effects.subscriptions.isEmpty
                     ? [:] : Dictionary(pushed.map { ($0.delivery, $0.apnsID) }, uniquingKeysWith: { first, _ in first })
-                changed(rows) { .pushed(apnsID: apnsIDs[$0.delivery]) }
+                changed(rows) {
+                    .pushed(apnsID: apnsIDs[$0.delivery], channels: PushChannels(stored: $0.channels, pushed: true))
+                }
             }
             if !settled.isEmpty {
                 let rows = try await connection.all(
@@ -247,15 +252,16 @@ extension PostgresStore {
                     UPDATE deliveries SET read_at = \(at)
                     WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
                         AND read_at IS NULL
-                    RETURNING user_id, report_day, impulse_id, pushed_at
+                    RETURNING user_id, report_day, impulse_id, pushed_at, pushed_channels
                     """,
                     logger
                 ) {
                     let (user, day, impulse): (Int64, String, String) = (try row.at(0), try row.at(1), try row.at(2))
                     let pushedAt: Double? = try row.at(3)
+                    let channels = PushChannels(stored: try row.at(4, as: Int?.self), pushed: pushedAt != nil)
                     duties += .ledgerChanged(tenant: mark.tenant, user: UserID(user))
                     effects.changed(
-                        .read(pushedAt: pushedAt.map(Date.init(unixSeconds:)), readAt: mark.at),
+                        .read(pushedAt: pushedAt.map(Date.init(unixSeconds:)), readAt: mark.at, channels: channels),
                         tenant: mark.tenant,
                         day: day,
                         impulse: ImpulseID(trusted: impulse),
@@ -295,12 +301,13 @@ extension PostgresStore {
     }
 
     static func deliveredImpulse(from row: PostgresRandomAccessRow) throws -> DeliveredImpulse {
-        DeliveredImpulse(delivery: try delivery(from: row), impulse: try impulse(from: row, first: 11))
+        DeliveredImpulse(delivery: try delivery(from: row), impulse: try impulse(from: row, first: 12))
     }
 
     /// The columns `delivery(from:)` reads, in its order.
     static let deliveryColumns = """
-        id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at, pushed_at, apns_id, fetched_at, read_at
+        id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at, pushed_at, apns_id, fetched_at, read_at,
+        pushed_channels
         """
 
     /// A delivery from a row of `deliveryColumns`.
@@ -319,6 +326,7 @@ extension PostgresStore {
             assignedAt: Date(unixSeconds: try row.at(6)),
             pushedAt: pushedAt.map(Date.init(unixSeconds:)),
             apnsID: try row.at(8),
+            channels: PushChannels(stored: try row.at(11, as: Int?.self), pushed: pushedAt != nil),
             fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
             readAt: readAt.map(Date.init(unixSeconds:))
         )

@@ -174,7 +174,7 @@ extension PostgresStore {
         let distinct = Set(verdicts.map(\.token)).count == verdicts.count
         return try await write { [self] connection in
             var changed = [Bool](repeating: false, count: verdicts.count)
-            var gone: [(user: Int64, token: String)] = []
+            var gone: [(user: Int64, token: String, channel: String)] = []
             let groups = distinct ? [Array(verdicts.indices)] : verdicts.indices.map { [$0] }
             for group in groups {
                 var quarantined: [(index: Int, token: String, at: Double)] = []
@@ -211,16 +211,19 @@ extension PostgresStore {
                             AS v(position, token, before)
                         WHERE d.tenant_id = \(tenant.rawValue) AND d.topic = \(topic) AND d.token = v.token
                             AND d.registered_at < v.before AND d.removed_at IS NULL
-                        RETURNING v.position, d.user_id, d.token
+                        RETURNING v.position, d.user_id, d.token, d.channel
                         """,
                         logger
                     ) {
-                        gone.append((try row.at(1, as: Int64.self), try row.at(2, as: String.self)))
+                        gone.append((try row.at(1, as: Int64.self), try row.at(2, as: String.self), try row.at(3)))
                         changed[try row.at(0, as: Int.self)] = true
                     }
                 }
             }
-            try await self.queueDevicesRemoved(tenant, gone, "apns", connection)
+            // The event's reason names the service that called the token dead: `apns` or `fcm`.
+            for (channel, devices) in Dictionary(grouping: gone, by: \.channel) {
+                try await self.queueDevicesRemoved(tenant, devices.map { ($0.user, $0.token) }, channel, connection)
+            }
             return changed
         }
     }

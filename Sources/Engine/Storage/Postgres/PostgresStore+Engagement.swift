@@ -35,6 +35,32 @@ extension PostgresStore {
                     latency.reads.append(reads)
                 }
             }
+            var channels:
+                (tenants: [String], days: [String], impulses: [String], names: [String], pushed: [Int], read: [Int]) =
+                    ([], [], [], [], [], [])
+            for (key, counts) in rows {
+                for channel in PushChannel.allCases {
+                    guard let row = counts.channels[channel] else { continue }
+                    channels.tenants.append(key.tenant.rawValue)
+                    channels.days.append(key.day)
+                    channels.impulses.append(key.impulse.rawValue)
+                    channels.names.append(channel.rawValue)
+                    channels.pushed.append(row.pushed)
+                    channels.read.append(row.read)
+                }
+            }
+            if !channels.names.isEmpty {
+                try await connection.run(
+                    """
+                    INSERT INTO engagement_channels AS c (tenant_id, day, impulse_id, channel, pushed, read)
+                    SELECT * FROM UNNEST(\(channels.tenants), \(channels.days), \(channels.impulses),
+                        \(channels.names), \(channels.pushed), \(channels.read))
+                    ON CONFLICT (tenant_id, day, impulse_id, channel) DO UPDATE SET
+                        pushed = c.pushed + excluded.pushed, read = c.read + excluded.read
+                    """,
+                    logger
+                )
+            }
             if !latency.reads.isEmpty {
                 try await connection.run(
                     """
@@ -116,6 +142,18 @@ extension PostgresStore {
                 (counts.due, counts.skippedStale) = (try row.at(1), try row.at(2))
                 (counts.skippedWeekday, counts.deferredQuietHours) = (try row.at(3), try row.at(4))
                 records.dispatch[try row.at(0, as: String.self)] = counts
+            }
+            for row in try await connection.rows(
+                """
+                SELECT day, impulse_id, channel, pushed, read FROM engagement_channels
+                WHERE tenant_id = \(id) AND day BETWEEN \(first) AND \(last)
+                """,
+                logger
+            ) {
+                let (day, impulse, name): (String, String, String) = (try row.at(0), try row.at(1), try row.at(2))
+                let key = EngagementKey(tenant: tenant, day: day, impulse: ImpulseID(trusted: impulse))
+                guard records.engagement[key] != nil, let channel = PushChannel(rawValue: name) else { continue }
+                records.engagement[key]?.channels[channel] = ChannelCounts(pushed: try row.at(3), read: try row.at(4))
             }
             return records
         }

@@ -101,15 +101,16 @@ extension PostgresStore {
     struct PushedMarks: PostgresPreparedStatement {
         static let sql = """
             WITH marked AS (
-                UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id,
+                UPDATE deliveries d SET pushed_at = v.at, apns_id = v.apns_id, pushed_channels = v.channels,
                     settled_at = COALESCE(d.settled_at, v.at)
-                FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS v(id, tenant, at, apns_id)
+                FROM UNNEST($1::bigint[], $2::text[], $3::float8[], $4::text[], $5::integer[])
+                    AS v(id, tenant, at, apns_id, channels)
                 WHERE d.id = v.id AND d.tenant_id = v.tenant AND d.pushed_at IS NULL
-                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id, d.user_id
+                RETURNING d.id, d.tenant_id, d.report_day, d.impulse_id, d.user_id, d.pushed_channels
             ), settled AS (
                 DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             )
-            SELECT tenant_id, report_day, impulse_id, id, user_id, false FROM marked
+            SELECT tenant_id, report_day, impulse_id, id, user_id, false, pushed_channels FROM marked
             """
         typealias Row = MarkedRow
 
@@ -117,13 +118,15 @@ extension PostgresStore {
         var tenants: [String]
         var at: [Double]
         var apnsIDs: [String]
+        var channels: [Int]
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 4)
+            var bindings = PostgresBindings(capacity: 5)
             bindings.append(ids)
             bindings.append(tenants)
             bindings.append(at)
             bindings.append(apnsIDs)
+            bindings.append(channels)
             return bindings
         }
 
@@ -141,7 +144,7 @@ extension PostgresStore {
             ), settled AS (
                 DELETE FROM unsettled_deliveries u USING marked WHERE u.delivery_id = marked.id
             )
-            SELECT tenant_id, report_day, impulse_id, id, user_id, no_device FROM marked
+            SELECT tenant_id, report_day, impulse_id, id, user_id, no_device, NULL::integer FROM marked
             """
         typealias Row = MarkedRow
 
@@ -170,13 +173,15 @@ extension PostgresStore {
         var delivery: Int64
         var user: Int64
         var noDevice: Bool
+        /// A pushed mark's channels (nil for a settled one).
+        var channels: Int?
 
         init(_ row: PostgresRow) throws {
-            let (tenant, day, impulse, delivery, user, noDevice) = try row.decode(
-                (String, String, String, Int64, Int64, Bool).self
+            let (tenant, day, impulse, delivery, user, noDevice, channels) = try row.decode(
+                (String, String, String, Int64, Int64, Bool, Int?).self
             )
             (self.tenant, self.day, self.impulse) = (TenantID(trusted: tenant), day, ImpulseID(trusted: impulse))
-            (self.delivery, self.user, self.noDevice) = (delivery, user, noDevice)
+            (self.delivery, self.user, self.noDevice, self.channels) = (delivery, user, noDevice, channels)
         }
     }
 
