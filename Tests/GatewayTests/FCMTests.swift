@@ -300,7 +300,29 @@ struct FCMTests {
             let refusal = check(message)
             #expect(refusal?.status == 400 && refusal?.errorCode == "INVALID_ARGUMENT", "\(what)")
         }
-        #expect(check(changed { $0["token"] = "a b" })?.tokenField == true)
+        #expect(check(changed { $0["token"] = "a b" })?.deviceField == "message.token")
+        // A Firebase Installation ID instead of a token: taken; one not of an installation id's form, or given beside
+        // a token, refused (the first on message.fid).
+        let fid = "dIsVQ2QkkLvX3kHQeGk0Dp"
+        #expect(FCMMessage.isInstallationID(fid) && !FCMMessage.isInstallationID("abc:def"))
+        #expect(!FCMMessage.isInstallationID("aIsVQ2QkkLvX3kHQeGk0Dp") && !FCMMessage.isInstallationID(fid + "x"))
+        #expect(
+            check(
+                changed {
+                    $0["token"] = nil
+                    $0["fid"] = fid
+                }
+            ) == nil
+        )
+        #expect(
+            check(
+                changed {
+                    $0["token"] = nil
+                    $0["fid"] = "not-an-installation-id"
+                }
+            )?.deviceField == "message.fid"
+        )
+        #expect(check(changed { $0["fid"] = fid })?.status == 400)
         #expect(check(changed { $0["data"] = ["n": 3] })?.tokenField == false)
         #expect(FCMValidation.seconds(ttl: "3.5s") == 3.5 && FCMValidation.seconds(ttl: "-1s") == nil)
     }
@@ -331,6 +353,29 @@ struct FCMTests {
         #expect(name(#"{ "name" :"x" }"#) == "x")
         #expect(name(#"{"name": "with \"escape\""}"#) == nil)
         #expect(name(#"{"other": 1}"#) == nil)
+        // An installation id is addressed as `fid`, a registration token as `token`.
+        let installation = FCMMessage(
+            project: "p",
+            token: "dIsVQ2QkkLvX3kHQeGk0Dp",
+            title: "t",
+            collapseKey: "c",
+            ttl: .zero,
+            data: [:]
+        )
+        let addressed = try #require(
+            (try JSONSerialization.jsonObject(with: installation.payload) as? [String: Any])?["message"]
+                as? [String: Any]
+        )
+        #expect(addressed["fid"] as? String == "dIsVQ2QkkLvX3kHQeGk0Dp" && addressed["token"] == nil)
+        // FCM's refusal of either field is about the device.
+        let refused = HTTP2Message(
+            headers: [HTTP2Header(":status", "400")],
+            body: ByteBuffer(
+                string:
+                    #"{"error":{"status":"INVALID_ARGUMENT","details":[{"fieldViolations":[{"field":"message.fid"}]}]}}"#
+            )
+        )
+        #expect(FCMAnswer(refused).aboutToken)
     }
 
     // MARK: Through the simulator, over TLS and HTTP/2
@@ -368,6 +413,10 @@ struct FCMTests {
         _ = await pair.transport.send(batch: try (22...60).map { try pair.push($0) }) { _, _ in }
         #expect(pair.simulator.fcmAccepted.count == 60)
         #expect(pair.simulator.fcmAccepted.first { $0.token == FCMTests.token(21) }?.ttl == "0s")
+        // A device registered by its Firebase Installation ID is pushed as `fid`.
+        #expect(PushOutcome(await pair.transport.send(try pair.push(61, token: "eTbXGQ5oq9k2Bv8cZm1yWq"))) == .accepted)
+        let installation = pair.simulator.fcmAccepted.first { $0.token == "eTbXGQ5oq9k2Bv8cZm1yWq" }
+        #expect(installation?.fid == true && pair.simulator.fcmAccepted.filter(\.fid).count == 1)
         #expect(pair.simulator.fcmCounts.tokensIssued == 1)
         #expect(await client.counters.connectionsOpened == opened)
         await pair.stop()

@@ -8,6 +8,10 @@ import NIOCore
 /// delivery's collapse id, so a resend replaces the first; `android.ttl` how long FCM keeps it for an offline
 /// phone (the tenant's push expiry; 0: now or never); high priority, as a visible notification; and data with
 /// the delivery and impulse ids and the true unread count (FCM's data values are strings).
+///
+/// The device is addressed by its registration token (`token`) or, when the app registered its Firebase
+/// Installation ID (`fid`, which Firebase's SDKs now prefer), by that: an installation id is 22 URL-safe base64
+/// characters whose first is `c` to `f` (its first four bits are 0111), a form no registration token has.
 public struct FCMMessage: PushRequest, Equatable {
     public var project: String
     public var token: String
@@ -56,10 +60,25 @@ public struct FCMMessage: PushRequest, Equatable {
         }
         json.raw(#""title":"#)
         json.string(title)
-        json.raw(#"},"token":"#)
+        json.raw(Self.isInstallationID(token) ? #"},"fid":"# : #"},"token":"#)
         json.string(token)
         json.raw("}}")
         payload = Data(json.bytes)
+    }
+
+    /// Whether a device identity is a Firebase Installation ID rather than a registration token.
+    public static func isInstallationID(_ identity: String) -> Bool {
+        let bytes = identity.utf8
+        guard bytes.count == 22, let first = bytes.first, (UInt8(ascii: "c")...UInt8(ascii: "f")).contains(first)
+        else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                true
+            default: false
+            }
+        }
     }
 
     /// The message for one push: its expiry (nil: now or never) as a TTL from `now`.
@@ -179,7 +198,9 @@ struct FCMAnswer {
         for detail in error["details"] as? [[String: Any]] ?? [] {
             if let code = detail["errorCode"] as? String { errorCode = code }
             for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
-                if let field = violation["field"] as? String, field == "message.token" { aboutToken = true }
+                if let field = violation["field"] as? String, field == "message.token" || field == "message.fid" {
+                    aboutToken = true
+                }
             }
         }
     }

@@ -7,7 +7,10 @@ public struct AcceptedFCMMessage: Sendable, Codable, Equatable {
     /// The id FCM gives it: `projects/{project}/messages/{n}`.
     public var name: String
     public var project: String
+    /// The registration token or installation id it was sent to (`fid` says which).
     public var token: String
+    /// Sent to a Firebase Installation ID (`message.fid`) rather than a registration token.
+    public var fid: Bool
     public var title: String?
     public var body: String?
     public var collapseKey: String?
@@ -37,21 +40,24 @@ struct IssuedAccessToken: Sendable {
 }
 
 /// FCM's refusal of a request, as Google's APIs write it: an HTTP status, a `google.rpc` status, FCM's own error
-/// code, and, for a bad token, a field violation on `message.token`.
+/// code, and, for a bad token or installation id, a field violation on `message.token` or `message.fid`.
 struct FCMRefusal: Error, Equatable {
     var status: Int
     var rpcStatus: String
     var errorCode: String?
     var message: String
-    var tokenField = false
+    /// The device field a violation is about: `message.token` or `message.fid`.
+    var deviceField: String?
 
-    static func invalid(_ message: String, token: Bool = false) -> FCMRefusal {
+    var tokenField: Bool { deviceField != nil }
+
+    static func invalid(_ message: String, field: String? = nil) -> FCMRefusal {
         FCMRefusal(
             status: 400,
             rpcStatus: "INVALID_ARGUMENT",
             errorCode: "INVALID_ARGUMENT",
             message: message,
-            tokenField: token
+            deviceField: field
         )
     }
 
@@ -60,10 +66,10 @@ struct FCMRefusal: Error, Equatable {
         if let errorCode {
             details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode])
         }
-        if tokenField {
+        if let deviceField {
             details.append([
                 "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [["field": "message.token", "description": message]],
+                "fieldViolations": [["field": deviceField, "description": message]],
             ])
         }
         var error: [String: Any] = ["code": status, "message": message, "status": rpcStatus]
@@ -190,15 +196,23 @@ struct FCMValidation {
         guard let root = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
             let message = root["message"] as? [String: Any]
         else { return .failure(.invalid("Invalid JSON payload received: the body must be {\"message\": {...}}")) }
-        let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
-        guard targets == ["token"] else {
+        let targets = ["token", "fid", "topic", "condition"].filter { message[$0] != nil }
+        guard targets == ["token"] || targets == ["fid"] else {
             return .failure(
-                .invalid("Exactly one of token, topic or condition must be given; this simulator takes token")
+                .invalid(
+                    "Exactly one of token, fid, topic or condition must be given; this simulator takes token or fid"
+                )
             )
         }
-        guard let device = message["token"] as? String, (1...4096).contains(device.utf8.count),
-            device.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f })
-        else { return .failure(.invalid("The registration token is not a valid FCM registration token", token: true)) }
+        let field = "message." + targets[0]
+        let refusedDevice =
+            targets == ["fid"]
+            ? "The installation id is not a valid Firebase Installation ID"
+            : "The registration token is not a valid FCM registration token"
+        guard let device = message[targets[0]] as? String, (1...4096).contains(device.utf8.count),
+            device.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }),
+            targets == ["token"] || FCMMessage.isInstallationID(device)
+        else { return .failure(.invalid(refusedDevice, field: field)) }
         if let messageBytes = try? JSONSerialization.data(withJSONObject: message),
             messageBytes.count > Self.maximumMessageBytes
         {
@@ -262,13 +276,14 @@ struct FCMValidation {
                 )
             )
         case .otherEnvironment:
-            return .failure(.invalid("The registration token is not a valid FCM registration token", token: true))
+            return .failure(.invalid(refusedDevice, field: field))
         }
         return .success(
             AcceptedFCMMessage(
                 name: "",
                 project: project,
                 token: device,
+                fid: targets == ["fid"],
                 title: notification?["title"] as? String,
                 body: notification?["body"] as? String,
                 collapseKey: collapseKey as? String,
