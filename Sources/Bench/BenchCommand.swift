@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "Scenarios to run, comma-separated: burst, android-burst, rejections, rest, peer, outage, restarts, overload, imports, postgres (the last only with --database)."
+            "Scenarios to run, comma-separated: burst, android-burst, rejections, rest, peer, fcm-peer, outage, restarts, overload, imports, postgres, cluster (the last two only with --database)."
     )
     var scenarios = Self.defaultScenarios
 
@@ -77,8 +77,14 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run aioapns in the peer scenario (without it: the gateway alone).")
     var peerClient = true
 
+    @Option(
+        help:
+            "A Python with firebase-admin \(FCMPeer.firebaseAdmin) for the fcm-peer scenario (without it, one is made in .build/firebase-venv from PyPI)."
+    )
+    var firebasePython = ".build/firebase-venv/bin/python3"
+
     static let defaultScenarios =
-        "burst,android-burst,rejections,rest,peer,outage,restarts,overload,imports,postgres,cluster"
+        "burst,android-burst,rejections,rest,peer,fcm-peer,outage,restarts,overload,imports,postgres,cluster"
 
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
@@ -189,6 +195,16 @@ struct BenchCommand: AsyncParsableCommand {
                 gateway: gateway,
                 simulator: simulator,
                 work: work + "/peer"
+            )
+        }
+        if wanted.contains("fcm-peer") {
+            results["fcmPeer"] = try await FCMPeer.run(
+                pushes: size.peerPushes,
+                rounds: smoke ? 1 : gatewayRounds,
+                python: firebasePython,
+                gateway: gateway,
+                simulator: simulator,
+                work: work + "/fcm-peer"
             )
         }
         if wanted.contains("outage") {

@@ -99,10 +99,11 @@ enum Peer {
 
     /// The gateway pushes `pushes` deliveries `rounds` times (one gateway, one connection pool, one store seeded
     /// with every round's deliveries), after `beforeRound` each time; the median round is the result, every round
-    /// is reported.
+    /// is reported. `channel`: every user's device is an iPhone (APNs) or an Android phone (FCM).
     static func gatewayAlone(
         pushes: Int,
         rounds: Int,
+        channel: PushChannel = .apns,
         configuration: PushGatewayConfiguration,
         simulator: SimulatorProcess,
         work: String,
@@ -111,7 +112,7 @@ enum Peer {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let store = try await SQLiteStore(configuration: .init(path: work + "/broker.sqlite"), logger: logger)
-        try await Burst.seed(store, users: pushes)
+        try await Burst.seed(store, users: pushes, androidPercent: channel == .fcm ? 100 : 0)
         let tenant = try TenantID("bench")
         let impulse = try ImpulseID("impulse-1")
         var deliveries: [Delivery] = []
@@ -139,11 +140,24 @@ enum Peer {
             tls: simulator.tls(),
             serverHostname: "localhost"
         )
-        let transport = APNsPushTransport(
-            endpoints: [.production: endpoint],
-            defaultIdentity: .token(simulator.identity),
-            logger: logger
-        )
+        let transport: any PushTransport
+        switch channel {
+        case .apns:
+            transport = APNsPushTransport(
+                endpoints: [.production: endpoint],
+                defaultIdentity: .token(simulator.identity),
+                logger: logger
+            )
+        case .fcm:
+            var account = simulator.account
+            account.tokenURI = URL(string: "https://127.0.0.1:\(simulator.port)/token")!
+            transport = FCMPushTransport(
+                endpoint: endpoint,
+                defaultAccount: account,
+                tokenURI: account.tokenURI,
+                logger: logger
+            )
+        }
         let ledger = DeliveryLedger(store: store, catalog: CatalogCache(store: store))
         let gateway = PushGateway(
             store: store,
@@ -181,7 +195,8 @@ enum Peer {
             )
         }
         running.cancel()
-        await transport.shutdown()
+        await (transport as? APNsPushTransport)?.shutdown()
+        await (transport as? FCMPushTransport)?.shutdown()
         let median = median(rates)
         return [
             "pushes": pushes, "rounds": rates, "pushesPerSecond": median, "seconds": Double(pushes) / median,
@@ -251,6 +266,20 @@ enum Summary {
                     + "\(number(peer["ratio"], 1)) (median of rounds: "
                     + "\(((peer["ratios"] as? [Double]) ?? []).map { number($0, 1) }.joined(separator: ", "))); broker CPU "
                     + "per push \(((gateway?["brokerCPUMicrosecondsPerPush"] as? [Double]) ?? []).map { number($0, 1) }.joined(separator: ", ")) us"
+            )
+        }
+        if let peer = results["fcmPeer"] as? [String: Any] {
+            let gateway = peer["gateway"] as? [String: Any]
+            let sdk = peer["firebaseAdmin"] as? [String: Any]
+            func list(_ values: Any?, _ digits: Int = 0) -> String {
+                ((values as? [Double]) ?? []).map { number($0, digits) }.joined(separator: ", ")
+            }
+            lines.append(
+                "  FCM gateway alone \(number(gateway?["pushesPerSecond"])) messages/s (median of "
+                    + "\(list(gateway?["rounds"]))), firebase-admin \(number(sdk?["messagesPerSecond"])) messages/s "
+                    + "(median of \(list(sdk?["rounds"]))), ratio \(number(peer["ratio"], 1)) (target >= 10); CPU per "
+                    + "message: gateway \(list(gateway?["brokerCPUMicrosecondsPerPush"], 1)) us, firebase-admin "
+                    + "\(list(sdk?["cpuMicrosecondsPerMessage"], 1)) us, ratio \(number(peer["cpuRatio"], 2)) (target <= 1)"
             )
         }
         if let outage = results["outage"] as? [String: Any] {
