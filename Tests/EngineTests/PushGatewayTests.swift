@@ -35,6 +35,27 @@ final class ScriptedTransport: PushTransport {
     }
 }
 
+/// A transport that answers each token's pushes from its own script in turn (accepted once a script runs out).
+final class SequencedTransport: PushTransport {
+    let scripts: Mutex<[String: [PushResult]]>
+    let sent = Mutex<[OutboundPush]>([])
+
+    init(_ scripts: [String: [PushResult]]) { self.scripts = Mutex(scripts) }
+
+    func send(_ push: OutboundPush) async -> PushResult {
+        sent.withLock { $0.append(push) }
+        let scripted = scripts.withLock { scripts -> PushResult? in
+            guard var script = scripts[push.device.token.rawValue], !script.isEmpty else { return nil }
+            let first = script.removeFirst()
+            scripts[push.device.token.rawValue] = script
+            return first
+        }
+        return scripted ?? .accepted(apnsID: "id-\(push.delivery.rawValue)")
+    }
+
+    func renewCredentials(tenant: TenantID) async {}
+}
+
 /// A transport whose pushes to some tokens wait until the test opens the gate; the rest answer at once.
 final class GatedTransport: PushTransport {
     let gated: Set<String>
@@ -87,7 +108,8 @@ struct PushGatewayTests {
     func makeGateway(
         _ f: StoreFixture,
         _ transport: some PushTransport,
-        _ configuration: PushGatewayConfiguration = .init()
+        _ configuration: PushGatewayConfiguration = .init(),
+        clock: any EngineClock = SystemClock()
     ) -> PushGateway {
         PushGateway(
             store: f.store,
@@ -95,7 +117,8 @@ struct PushGatewayTests {
             registry: TokenRegistry(store: f.store, logger: StoreFixture.logger),
             transport: transport,
             configuration: configuration,
-            logger: StoreFixture.logger
+            logger: StoreFixture.logger,
+            clock: clock
         )
     }
 
@@ -388,6 +411,54 @@ struct PushGatewayTests {
         #expect(await gateway.snapshot().paused.isEmpty)
         #expect(Set(transport.sent.withLock { $0.map(\.device.token) }).count == 30)
         running.cancel()
+    }
+
+    @Test(
+        "Retries wait on the gateway's clock: FCM's quota answer holds the push for its Retry-After, an APNs 500 for its backoff, and neither goes out sooner",
+        arguments: StoreKind.allCases
+    )
+    func retriesOnTheClock(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        try await register(f, f.a, 1)
+        let android = String(repeating: "k", count: 40)
+        _ = try await f.store.registerDevice(try f.device(f.b, token: android, channel: .fcm))
+        let quota = PushResult.refused(
+            channel: .fcm,
+            status: 429,
+            reason: "QUOTA_EXCEEDED",
+            outcome: .fcm(status: 429, errorCode: "QUOTA_EXCEEDED", retryAfter: .seconds(30), answeredAt: Date())
+        )
+        let transport = SequencedTransport([
+            String(format: "%064x", 1): [.rejected(status: 500, reason: "InternalServerError", timestamp: nil)],
+            android: [quota],
+        ])
+        let clock = ManualClock()
+        let gateway = makeGateway(f, transport, clock: clock)
+        let running = Task { await gateway.run() }
+        defer { running.cancel() }
+        let deliveries = [try await deliver(f, f.a), try await deliver(f, f.b)]
+        _ = await gateway.enqueue(contentsOf: deliveries.map { ($0, nil) })
+        // Both first answers are in and both retries wait on the clock, none on the system's.
+        #expect(try await eventually { clock.sleepers == 2 })
+        #expect(transport.sent.withLock { $0.count } == 2)
+        let waits = clock.requested.sorted()
+        let policy = PushGatewayConfiguration().policy
+        #expect(waits.count == 2 && waits[0] <= policy.backoff(attempt: 1, jitter: 1) && waits[1] >= .seconds(30))
+        // Past the APNs backoff only: the iPhone's push goes again and is accepted; the Android one still waits.
+        clock.advance(by: waits[0])
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 3 })
+        #expect(clock.sleepers == 1)
+        #expect(transport.sent.withLock { $0.last?.device.channel } == .apns)
+        // Past Retry-After: the Android push goes and both deliveries are marked pushed.
+        clock.advance(by: waits[1])
+        #expect(try await eventually { transport.sent.withLock { $0.count } == 4 })
+        #expect(
+            try await eventually {
+                let pushed = try await f.texts("SELECT id FROM deliveries WHERE pushed_at IS NOT NULL")
+                return pushed.count == 2
+            }
+        )
+        #expect(clock.sleepers == 0)
     }
 
     @Test("A tenant configuration error pauses that tenant only", arguments: StoreKind.allCases)

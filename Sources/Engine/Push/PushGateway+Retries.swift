@@ -64,7 +64,7 @@ extension PushGateway {
                 // Stopping: no new attempt; the delivery stays unsettled for the next start.
                 if await isStopping { return .deferred }
                 await count { $0.retried += 1 }
-                try await Task.sleep(for: backoff)
+                try await clock.sleep(for: backoff)
             case .renewProviderTokenAndRetry:
                 await transport.renewCredentials(tenant: tenant.id)
             case .drop(let alert):

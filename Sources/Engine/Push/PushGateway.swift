@@ -17,6 +17,8 @@ public actor PushGateway {
     let configuration: PushGatewayConfiguration
     let logger: Logger
     let metrics: BrokerMetrics
+    /// What retries wait on (a test's ``EngineClock`` moves it by hand).
+    let clock: any EngineClock
     /// Tenants and impulses read once a minute, not once per push: the ledger's, which the scheduler shares.
     private var catalog: CatalogCache { ledger.catalog }
 
@@ -56,7 +58,8 @@ public actor PushGateway {
         transport: any PushTransport,
         configuration: PushGatewayConfiguration = .init(),
         logger: Logger,
-        metrics: BrokerMetrics = .disabled
+        metrics: BrokerMetrics = .disabled,
+        clock: any EngineClock = SystemClock()
     ) {
         self.store = store
         self.ledger = ledger
@@ -65,6 +68,7 @@ public actor PushGateway {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        self.clock = clock
         self.permits = PushPermits(configuration.workers)
         self.health = Mutex(PushHealth(window: configuration.givingUpAfter))
     }
