@@ -159,10 +159,11 @@ enum FCMPeer {
 
         async def main():
             started, cpu = time.monotonic(), time.process_time()
-            # send_each_async takes at most 500 messages; the batches go out together.
-            batches = await asyncio.gather(*[
-                messaging.send_each_async(messages[start:start + 500], dry_run=False)
-                for start in range(0, count, 500)])
+            # send_each_async takes at most 500 messages, sent concurrently. One batch after another is the SDK's
+            # faster way on this machine (all of them at once: 407 against 627 messages/s for 5,000; its own CPU
+            # is what limits it).
+            batches = [await messaging.send_each_async(messages[start:start + 500], dry_run=False)
+                for start in range(0, count, 500)]
             elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
             ok = sum(batch.success_count for batch in batches)
             errors = [str(r.exception) for batch in batches for r in batch.responses if r.exception][:3]
