@@ -224,7 +224,8 @@ struct MarkWriterTests {
             configuration: .init(path: f.location, busyTimeout: .seconds(20)),
             logger: StoreFixture.logger
         )
-        let writer = MarkWriter(store: store, maximumLag: .milliseconds(200))
+        let clock = ManualClock()
+        let writer = MarkWriter(store: store, maximumLag: .milliseconds(200), clock: clock)
         func mark(_ id: Int64) -> DeliveryMark {
             DeliveryMark(
                 tenant: f.acme,
@@ -238,14 +239,18 @@ struct MarkWriterTests {
         let lock = try DatabaseQueue(path: f.location, configuration: unsafe)
         try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
         await writer.submit([mark(1)])  // queued; its commit waits for the lock
-        try await Task.sleep(for: .milliseconds(400))
+        // Within the bound, a submitter goes on at once.
+        clock.advance(by: .milliseconds(150))
+        await writer.submit([])
+        #expect(await writer.waitingSubmitters == 0)
+        // The first mark has waited 900 ms: the next submitter is held back until the commit.
+        clock.advance(by: .milliseconds(750))
         let submitted = ManagedAtomicFlag()
         let second = Task {
             await writer.submit([mark(2)])
             submitted.set()
         }
-        try await Task.sleep(for: .milliseconds(500))
-        // The first mark has waited 900 ms: the second submitter is held back (before, it went on at once).
+        #expect(try await eventually { await writer.waitingSubmitters == 1 })
         #expect(!submitted.isSet)
         try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
         await second.value

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 
@@ -11,9 +12,7 @@ actor MarkWriter {
     private let store: any LedgerStore
     private let maximumBatch: Int
     private let metrics: BrokerMetrics
-    private var pending:
-        [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>?, at: ContinuousClock.Instant)] =
-            []
+    private var pending: [(marks: [DeliveryMark], continuation: CheckedContinuation<Void, any Error>?, at: Date)] = []
     private var flushing = false
     /// Marks submitted without waiting for their commit and not yet committed, and the callers waiting for that
     /// backlog to shrink.
@@ -21,8 +20,12 @@ actor MarkWriter {
     private let maximumBacklog: Int
     /// How long a submitted mark may wait for its commit before submitters wait: what a crash can lose.
     private let maximumLag: Duration
-    /// When the oldest submitted mark not yet committed was submitted (nil: none is waiting).
-    private var oldestSubmitted: ContinuousClock.Instant?
+    /// When the oldest submitted mark not yet committed was submitted (nil: none is waiting), on `clock`.
+    private var oldestSubmitted: Date?
+    /// What the lag is measured on (a test's ``EngineClock`` moves it by hand).
+    private let clock: any EngineClock
+    /// Submitters waiting for the backlog to shrink or the lag to fall (for tests and inspection).
+    var waitingSubmitters: Int { backlogWaiters.count }
     private var backlogWaiters: [CheckedContinuation<Void, Never>] = []
     /// Marks offered from outside the actor without waiting (an APNs answer on its event loop), and whether a
     /// task to take them in is on its way.
@@ -36,8 +39,10 @@ actor MarkWriter {
         maximumBacklog: Int = 20_000,
         maximumLag: Duration = .milliseconds(250),
         metrics: BrokerMetrics = .disabled,
-        logger: Logger? = nil
+        logger: Logger? = nil,
+        clock: any EngineClock = SystemClock()
     ) {
+        self.clock = clock
         self.store = store
         self.maximumBatch = maximumBatch
         self.maximumBacklog = maximumBacklog
@@ -57,7 +62,9 @@ actor MarkWriter {
     /// for room: the gateway cannot outrun the writer by offering instead of submitting.
     func submit(_ marks: [DeliveryMark]) async {
         takeInbox()
-        while backlog >= maximumBacklog || oldestSubmitted.map({ $0.duration(to: .now) > maximumLag }) == true {
+        while backlog >= maximumBacklog
+            || oldestSubmitted.map({ clock.now.timeIntervalSince($0) > maximumLag.seconds }) == true
+        {
             await withCheckedContinuation { backlogWaiters.append($0) }
         }
         enqueue(marks)
@@ -67,7 +74,7 @@ actor MarkWriter {
     private func enqueue(_ marks: [DeliveryMark]) {
         guard !marks.isEmpty else { return }
         backlog += marks.count
-        let now = ContinuousClock.now
+        let now = clock.now
         if oldestSubmitted == nil { oldestSubmitted = now }
         pending.append((marks, nil, now))
         startFlushing()
@@ -114,7 +121,7 @@ actor MarkWriter {
     func write(_ marks: [DeliveryMark]) async throws {
         guard !marks.isEmpty else { return }
         try await withCheckedThrowingContinuation { continuation in
-            pending.append((marks, continuation, .now))
+            pending.append((marks, continuation, clock.now))
             startFlushing()
         }
     }
