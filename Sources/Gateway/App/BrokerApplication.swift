@@ -31,6 +31,8 @@ public struct BrokerApplication: Service {
     public let metrics: MetricsSetup
     /// Every operation the REST listeners serve (the OpenAPI document describes exactly these).
     public let routes: RouteCatalog
+    /// The REST listeners' admission control: how many requests are in progress (tests wait on it).
+    let admission: AdmissionControl
     let group: ServiceGroup
     let shutdown: ShutdownNotice
 
@@ -306,6 +308,7 @@ public func buildApplication(
         scheduler: scheduler,
         metrics: metrics,
         routes: api.routes,
+        admission: rest.admission,
         group: group,
         shutdown: shutdown
     )
