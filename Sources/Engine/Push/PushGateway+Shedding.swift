@@ -17,13 +17,7 @@ extension PushGateway {
     @discardableResult
     public func shed() -> Int {
         shedding = true
-        var dropped = 0
-        for queue in queues.values {
-            for job in queue { pending.remove(job.delivery.id) }
-            dropped += queue.count
-        }
-        queues.removeAll()
-        rotation.removeAll()
+        let dropped = queues.dropAll()
         for waiters in blockedProducers.values { for waiter in waiters { waiter.continuation.resume() } }
         blockedProducers.removeAll()
         return dropped
@@ -32,7 +26,7 @@ extension PushGateway {
     /// Whether a probe's pushes have all had their answers: nothing in flight, nothing queued for a tenant that is
     /// not paused (a paused tenant's queue waits for an operator, not for APNs).
     public var probeAnswered: Bool {
-        permits.inUse == 0 && queues.allSatisfy { tenant, queue in queue.isEmpty || paused[tenant] != nil }
+        permits.inUse == 0 && queues.onlyPausedWait
     }
 
     /// Takes pushes again after shedding.

@@ -22,24 +22,14 @@ public actor PushGateway {
     /// Tenants and impulses read once a minute, not once per push: the ledger's, which the scheduler shares.
     private var catalog: CatalogCache { ledger.catalog }
 
-    /// A queued push: the delivery and, when the producer read it ahead, its devices and badge.
-    struct Job {
-        var delivery: Delivery
-        var target: PushTarget?
-    }
+    typealias Job = PushQueues.Job
 
-    var queues: [TenantID: Deque<Job>] = [:]
-    var rotation: Deque<TenantID> = []
-    /// Every tenant that has had a queue: its depth reads 0 when empty, rather than not at all.
-    private var servedTenants: Set<TenantID> = []
+    /// The tenants' queues, their rotation, the deliveries queued or in flight, paused tenants: one value
+    /// (``PushQueues``); the actor keeps only who waits on it.
+    var queues: PushQueues
     var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
     private var nextWaiter: UInt64 = 0
-    /// Deliveries queued or in flight: a second enqueue of one of them (a sweep, a restart) is ignored.
-    var pending: Set<DeliveryID> = []
-    /// Deliveries a paused tenant put back into its queue while their push was running.
-    private var requeued: Set<DeliveryID> = []
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
-    var paused: [TenantID: String] = [:]
     private var stopping = false
     /// This node cannot push and has handed its work back: queued pushes were dropped and none is taken.
     var shedding = false
@@ -69,6 +59,7 @@ public actor PushGateway {
         self.logger = logger
         self.metrics = metrics
         self.clock = clock
+        self.queues = PushQueues(capacityPerTenant: configuration.queueCapacityPerTenant)
         self.permits = PushPermits(configuration.workers)
         self.health = Mutex(PushHealth(window: configuration.givingUpAfter))
     }
@@ -78,8 +69,8 @@ public actor PushGateway {
     /// stays unpushed in the ledger and is pushed again later).
     @discardableResult
     public func enqueue(_ delivery: Delivery, target: PushTarget? = nil) async -> Bool {
-        guard !pending.contains(delivery.id), !shedding else { return false }
-        while (queues[delivery.tenant]?.count ?? 0) >= configuration.queueCapacityPerTenant, !stopping, !shedding {
+        guard !queues.isPending(delivery.id), !shedding else { return false }
+        while queues.room(delivery.tenant) <= 0, !stopping, !shedding {
             if Task.isCancelled { return false }
             nextWaiter &+= 1
             let id = nextWaiter
@@ -89,10 +80,7 @@ public actor PushGateway {
                 Task { await self.release(waiter: id, tenant: delivery.tenant) }
             }
         }
-        guard !stopping, !shedding, !Task.isCancelled, !pending.contains(delivery.id) else { return false }
-        if queues[delivery.tenant] == nil { rotate(delivery.tenant) }
-        queues[delivery.tenant, default: []].append(Job(delivery: delivery, target: target))
-        pending.insert(delivery.id)
+        guard !stopping, !shedding, !Task.isCancelled, queues.append(delivery, target: target) else { return false }
         wakeWorker()
         return true
     }
@@ -104,32 +92,17 @@ public actor PushGateway {
         var next = items.startIndex
         while next < items.endIndex {
             if stopping || shedding || Task.isCancelled { break }
-            let tenant = items[next].delivery.tenant
-            let room = configuration.queueCapacityPerTenant - (queues[tenant]?.count ?? 0)
-            guard room > 0 else {
+            guard queues.room(items[next].delivery.tenant) > 0 else {
                 // Full: this one waits for room, as a single enqueue does.
                 if await enqueue(items[next].delivery, target: items[next].target) { queued += 1 }
                 next += 1
                 continue
             }
-            // A run of this tenant's deliveries that fits goes in at once: the queue is looked up per run, each id
-            // hashed once (enqueueing them one by one was 2.6% of the gateway's time). The queue is moved out and
-            // back, so it stays uniquely referenced and is appended to in place.
-            let wasQueued = queues[tenant] != nil
-            var queue = queues.removeValue(forKey: tenant) ?? []
-            var added = 0
-            while next < items.endIndex, added < room, items[next].delivery.tenant == tenant {
-                if pending.insert(items[next].delivery.id).inserted {
-                    queue.append(Job(delivery: items[next].delivery, target: items[next].target))
-                    added += 1
-                }
-                next += 1
-            }
-            // A tenant is in the rotation exactly while it has a queue.
-            if wasQueued || added > 0 { queues[tenant] = queue }
-            if !wasQueued && added > 0 { rotate(tenant) }
-            queued += added
-            for _ in 0..<min(added, idleWorkers.count) { wakeWorker() }
+            // A run of this tenant's deliveries that fits goes in at once.
+            let run = queues.appendRun(items, from: next)
+            next = run.next
+            queued += run.added
+            for _ in 0..<min(run.added, idleWorkers.count) { wakeWorker() }
         }
         return queued
     }
@@ -175,7 +148,7 @@ public actor PushGateway {
 
     /// Clears a tenant's configuration error so its queue moves again.
     public func resume(tenant: TenantID) {
-        paused[tenant] = nil
+        queues.resume(tenant)
         wakeWorker()
     }
 
@@ -185,15 +158,7 @@ public actor PushGateway {
     /// Queue depth, pushes awaiting APNs' answer, and the configuration error per tenant (for inspection).
     /// Queue depth per tenant (every tenant that has had a queue, 0 when empty), pushes in flight, paused tenants.
     public func snapshot() -> (queued: [TenantID: Int], inFlight: Int, paused: [TenantID: String]) {
-        var queued = [TenantID: Int](minimumCapacity: servedTenants.count)
-        for tenant in servedTenants { queued[tenant] = queues[tenant]?.count ?? 0 }
-        return (queued, permits.inUse, paused)
-    }
-
-    /// Puts a tenant that has just got a queue into the rotation.
-    private func rotate(_ tenant: TenantID) {
-        rotation.append(tenant)
-        servedTenants.insert(tenant)
+        (queues.depths, permits.inUse, queues.paused)
     }
 
     private func stop() {
@@ -213,22 +178,13 @@ public actor PushGateway {
     /// nil when stopping.
     private func next() async -> [Job]? {
         while !stopping {
-            for _ in 0..<rotation.count {
-                guard let tenant = rotation.popFirst() else { break }
-                guard let depth = queues[tenant]?.count, depth > 0 else {
-                    queues[tenant] = nil
-                    continue
+            if let batch = queues.takeBatch(configuration.batchSize) {
+                // Each delivery taken makes room for a producer waiting on this tenant.
+                for _ in batch.jobs.indices {
+                    guard let producer = blockedProducers[batch.tenant]?.popLast() else { break }
+                    producer.continuation.resume()
                 }
-                rotation.append(tenant)
-                if paused[tenant] != nil { continue }
-                var jobs: [Job] = []
-                jobs.reserveCapacity(min(depth, configuration.batchSize))
-                // Popped in place: copying the queue out and back would copy every waiting delivery.
-                while jobs.count < configuration.batchSize, let job = queues[tenant]?.popFirst() {
-                    jobs.append(job)
-                    if let producer = blockedProducers[tenant]?.popLast() { producer.continuation.resume() }
-                }
-                return jobs
+                return batch.jobs
             }
             await withCheckedContinuation { idleWorkers.append($0) }
         }
@@ -243,25 +199,18 @@ public actor PushGateway {
     }
 
     private func finished(_ delivery: DeliveryID) {
-        // A delivery requeued by a paused tenant is back in its queue: still pending. (Nearly always none is:
-        // looking first saves hashing every push's id a third time.)
-        if requeued.isEmpty || requeued.remove(delivery) == nil { pending.remove(delivery) }
+        // A delivery requeued by a paused tenant is back in its queue: still pending.
+        queues.finished(delivery)
     }
 
     func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {
-        if paused[tenant] == nil {
+        // Several devices of one delivery may be stopped in the same batch: it goes back once.
+        if queues.pause(tenant, reason: reason, requeue: delivery) {
             logger.error(
                 "APNs rejected the tenant's credentials; its pushes are paused",
                 metadata: ["tenant.id": "\(tenant)", "push.reason": "\(reason)"]
             )
         }
-        paused[tenant] = reason
-        // Several devices of one delivery may be stopped in the same batch: it goes back once.
-        guard !requeued.contains(delivery.id) else { return }
-        if queues[tenant] == nil { rotate(tenant) }
-        // Devices are read again when it is retried: they may change while the tenant is paused.
-        queues[tenant, default: []].prepend(Job(delivery: delivery, target: nil))
-        requeued.insert(delivery.id)
     }
 
     func count(_ update: (inout PushStatistics) -> Void) {
