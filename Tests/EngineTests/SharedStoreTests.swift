@@ -69,6 +69,42 @@ struct SharedStoreTests {
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).count == 3)
     }
 
+    @Test("A live node's ended leases stay its own: it takes them again; another node only once it is gone")
+    func liveNodeLeases() async throws {
+        let f = try await StoreFixture.make(.postgres)
+        let pushing = try await node(f, hold: .seconds(60))
+        let sweeping = try await node(f, hold: .seconds(60))
+        _ = try await pushing.heartbeat(host: "pushing", now: Date())
+        _ = try await sweeping.heartbeat(host: "sweeping", now: Date())
+        let recorded = try await pushing.recordDeliveries(
+            [f.a, f.b].map {
+                NewDelivery(
+                    tenant: f.acme,
+                    user: $0.id,
+                    impulse: try! ImpulseID("one"),
+                    kind: .manual,
+                    assignedAt: Date(),
+                    awaitsPush: true
+                )
+            }
+        )
+        let since = Date().addingTimeInterval(-3600)
+        // Its leases end while its queue is still long (a loaded machine): ended here by hand, without waiting.
+        func endLeases() async throws {
+            _ = try await f.texts("UPDATE unsettled_deliveries SET leased_until = 0 RETURNING delivery_id")
+        }
+        try await endLeases()
+        #expect(try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10).isEmpty)
+        // The node itself takes them again (a push it deferred).
+        let retaken = try await pushing.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
+        #expect(retaken.map(\.id) == recorded.map(\.id))
+        // Gone from the nodes table (its heartbeat stopped): its ended leases go to another node.
+        try await endLeases()
+        _ = try await f.texts("DELETE FROM nodes WHERE id = '\(pushing.nodeID)' RETURNING id")
+        let taken = try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
+        #expect(taken.map(\.id) == recorded.map(\.id))
+    }
+
     @Test("Deliveries awaiting their push are leased to the node that recorded them; another takes them when it ends")
     func leases() async throws {
         let f = try await StoreFixture.make(.postgres)

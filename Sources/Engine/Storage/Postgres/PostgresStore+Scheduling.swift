@@ -151,7 +151,10 @@ extension PostgresStore {
     }
 
     /// Leases the deliveries it returns to this node (`leaseTime`): those another node holds under a lease that
-    /// has not ended (it is pushing them) are left out, and a node that died loses its leases when they end.
+    /// has not ended (it is pushing them) are left out. A lease that ended is taken again by its own node, or by
+    /// any node once its holder is gone from `nodes` (its heartbeat stopped; ending it frees its leases at once)
+    /// or never kept a heartbeat: a live node whose queue outlasts its leases (a loaded machine) does not have its
+    /// deliveries pushed a second time by another node.
     public func unsettledDeliveries(
         assignedAfter: Date,
         after: DeliveryID?,
@@ -162,11 +165,13 @@ extension PostgresStore {
             try await connection.rows(
                 """
                 WITH picked AS (
-                    SELECT delivery_id FROM unsettled_deliveries
+                    SELECT delivery_id FROM unsettled_deliveries u
                     WHERE delivery_id > \(after?.rawValue ?? 0) AND assigned_at >= \(assignedAfter.unixSeconds)
                         AND (leased_until IS NULL OR leased_until < \(wall))
+                        AND (leased_by IS NULL OR leased_by = \(nodeID)
+                            OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = u.leased_by))
                     ORDER BY delivery_id LIMIT \(max(0, limit))
-                    FOR UPDATE SKIP LOCKED
+                    FOR UPDATE OF u SKIP LOCKED
                 ), leased AS (
                     UPDATE unsettled_deliveries u
                     SET leased_by = \(nodeID), leased_until = \(wall + configuration.leaseTime.seconds)

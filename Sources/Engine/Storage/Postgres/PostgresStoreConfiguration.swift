@@ -39,8 +39,9 @@ public struct PostgresStoreConfiguration: Sendable, Equatable {
     /// How long a due row this node's scheduler took stays its own (other nodes skip it); a dead node's claims
     /// end after this.
     public var claimTime: Duration = .seconds(120)
-    /// How long an unsettled delivery this node is pushing stays its own; after that another node's sweep pushes
-    /// it again (under the same apns-id and collapse id).
+    /// How long an unsettled delivery this node is pushing stays its own; after that this node's sweep takes it
+    /// again, and so does another node's once this node is gone from `nodes` (or if it keeps no heartbeat), under
+    /// the same apns-id and collapse id.
     public var leaseTime: Duration = .seconds(60)
     /// How often this node records in the `nodes` table that it is alive.
     public var heartbeatInterval: Duration = .seconds(3)
