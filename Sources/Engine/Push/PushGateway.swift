@@ -194,13 +194,9 @@ public actor PushGateway {
     private func work() async {
         while let jobs = await next() {
             await push(jobs)
-            for index in jobs.indices { finished(jobs[index].delivery.id) }
+            // A delivery requeued by a paused tenant is back in its queue: still pending.
+            for index in jobs.indices { queues.finished(jobs[index].delivery.id) }
         }
-    }
-
-    private func finished(_ delivery: DeliveryID) {
-        // A delivery requeued by a paused tenant is back in its queue: still pending.
-        queues.finished(delivery)
     }
 
     func pause(_ tenant: TenantID, reason: String, requeue delivery: Delivery) {

@@ -82,9 +82,13 @@ public struct EngagementReport: Sendable, Equatable {
     public var impulses: [ImpulseRow]
     /// In the life areas' order, then the unknown one.
     public var lifeAreas: [LifeAreaRow]
-    /// Every channel, in ``PushChannel``'s order: the range's pushes and reads by the channel that took the push.
-    public var channels: [ChannelRow]
     public var total: EngagementCounts
+
+    /// Every channel, in ``PushChannel``'s order: the range's pushes and reads by the channel that took the push
+    /// (the total's, as rows).
+    public var channels: [ChannelRow] {
+        PushChannel.allCases.map { ChannelRow(channel: $0, counts: total.channels[$0] ?? ChannelCounts()) }
+    }
 
     public init(tenant: TenantID, range: ReportRange, records: EngagementRecords, catalog: [Impulse]) {
         self.tenant = tenant
@@ -115,7 +119,6 @@ public struct EngagementReport: Sendable, Equatable {
             perArea[area].map { LifeAreaRow(lifeArea: area, counts: $0) }
         }
         self.total = total
-        channels = PushChannel.allCases.map { ChannelRow(channel: $0, counts: total.channels[$0] ?? ChannelCounts()) }
     }
 }
 
