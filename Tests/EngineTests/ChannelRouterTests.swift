@@ -51,6 +51,9 @@ struct ChannelRouterTests {
         #expect(await router.send(try push(f, 7, channel: .fcm)) == .accepted(apnsID: "id-7"))
         await router.renewCredentials(tenant: f.acme)
         #expect(apns.renewals.withLock { $0 } == 1 && fcm.renewals.withLock { $0 } == 1)
+        // An expiry one channel answered renews that channel's credential alone.
+        await router.renewCredentials(tenant: f.acme, channel: .fcm)
+        #expect(apns.renewals.withLock { $0 } == 1 && fcm.renewals.withLock { $0 } == 2)
     }
 
     @Test("A channel without a transport is refused per push, without an alert and without judging the node")

@@ -39,8 +39,24 @@ final class ScriptedTransport: PushTransport {
 final class SequencedTransport: PushTransport {
     let scripts: Mutex<[String: [PushResult]]>
     let sent = Mutex<[OutboundPush]>([])
+    /// The size of each batch the gateway sent.
+    let batches = Mutex<[Int]>([])
 
     init(_ scripts: [String: [PushResult]]) { self.scripts = Mutex(scripts) }
+
+    func send(
+        batch pushes: [OutboundPush],
+        onAnswer: @escaping @Sendable (_ index: Int, _ acceptedID: String?) -> Void
+    ) async -> [PushAnswer] {
+        batches.withLock { $0.append(pushes.count) }
+        var answers: [PushAnswer] = []
+        for (index, push) in pushes.enumerated() {
+            let result = await send(push)
+            if case .accepted(let id) = result { onAnswer(index, id) } else { onAnswer(index, nil) }
+            answers.append(PushAnswer(result: result, latency: .zero))
+        }
+        return answers
+    }
 
     func send(_ push: OutboundPush) async -> PushResult {
         sent.withLock { $0.append(push) }
@@ -438,19 +454,23 @@ struct PushGatewayTests {
         defer { running.cancel() }
         let deliveries = [try await deliver(f, f.a), try await deliver(f, f.b)]
         _ = await gateway.enqueue(contentsOf: deliveries.map { ($0, nil) })
-        // Both first answers are in and both retries wait on the clock, none on the system's.
-        #expect(try await eventually { clock.sleepers == 2 })
+        // Both first answers are in; the batch's resend loop waits on the clock (none on the system's) for the
+        // earlier of the two, the APNs backoff.
+        #expect(try await eventually { clock.sleepers == 1 })
         #expect(transport.sent.withLock { $0.count } == 2)
-        let waits = clock.requested.sorted()
         let policy = PushGatewayConfiguration().policy
-        #expect(waits.count == 2 && waits[0] <= policy.backoff(attempt: 1, jitter: 1) && waits[1] >= .seconds(30))
-        // Past the APNs backoff only: the iPhone's push goes again and is accepted; the Android one still waits.
-        clock.advance(by: waits[0])
+        let first = try #require(clock.requested.last)
+        #expect(first <= policy.backoff(attempt: 1, jitter: 1))
+        // Past the APNs backoff only: the iPhone's push goes again and is accepted; the Android one still waits,
+        // for the rest of its Retry-After.
+        clock.advance(by: first)
         #expect(try await eventually { transport.sent.withLock { $0.count } == 3 })
-        #expect(clock.sleepers == 1)
         #expect(transport.sent.withLock { $0.last?.device.channel } == .apns)
+        #expect(try await eventually { clock.sleepers == 1 && clock.requested.count == 2 })
+        let rest = try #require(clock.requested.last)
+        #expect((first + rest).seconds >= 29.999)
         // Past Retry-After: the Android push goes and both deliveries are marked pushed.
-        clock.advance(by: waits[1])
+        clock.advance(by: rest)
         #expect(try await eventually { transport.sent.withLock { $0.count } == 4 })
         #expect(
             try await eventually {
@@ -458,6 +478,65 @@ struct PushGatewayTests {
                 return pushed.count == 2
             }
         )
+        #expect(clock.sleepers == 0)
+    }
+
+    @Test(
+        "One resend loop: a batch's resends that fall due together go out as one batch, each on its next attempt",
+        arguments: StoreKind.allCases
+    )
+    func resendsGoOutTogether(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        for n in 1...3 { try await register(f, f.a, n) }
+        let failure = PushResult.rejected(status: 500, reason: "InternalServerError", timestamp: nil)
+        // Two failures each: the second resend is the third attempt, with a longer backoff.
+        let transport = SequencedTransport(
+            Dictionary(uniqueKeysWithValues: (1...3).map { (String(format: "%064x", $0), [failure, failure]) })
+        )
+        let clock = ManualClock()
+        let gateway = makeGateway(f, transport, clock: clock)
+        let running = Task { await gateway.run() }
+        defer { running.cancel() }
+        _ = await gateway.enqueue(try await deliver(f, f.a))
+        for round in 1...2 {
+            #expect(try await eventually { clock.sleepers == 1 && clock.requested.count == round })
+            // The latest of the three resends' backoffs, so that all are due when the clock gets there.
+            clock.advance(by: PushGatewayConfiguration().policy.backoff(attempt: round, jitter: 1))
+            #expect(try await eventually { transport.batches.withLock { $0.count } == round + 1 })
+        }
+        #expect(
+            try await eventually {
+                try await f.texts("SELECT id FROM deliveries WHERE pushed_at IS NOT NULL").count == 1
+            }
+        )
+        // The first send, then each round's three resends together, not three sends of one each.
+        #expect(transport.batches.withLock { $0 } == [3, 3, 3])
+        #expect(await gateway.statistics.retried == 6)
+        #expect(await gateway.statistics.accepted == 3)
+        #expect(clock.sleepers == 0)
+    }
+
+    @Test(
+        "A graceful stop ends a resend's wait at once: the delivery stays unpushed for the next start, no resend goes out",
+        arguments: StoreKind.allCases
+    )
+    func stopEndsResendWait(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        try await register(f, f.a, 1)
+        let transport = SequencedTransport([
+            String(format: "%064x", 1): [.rejected(status: 503, reason: "ServiceUnavailable", timestamp: nil)]
+        ])
+        let clock = ManualClock()
+        let gateway = makeGateway(f, transport, clock: clock)
+        let running = Task { await gateway.run() }
+        defer { running.cancel() }
+        _ = await gateway.enqueue(try await deliver(f, f.a))
+        #expect(try await eventually { clock.sleepers == 1 })
+        await gateway.finish()
+        // The clock never moves: run returns because the stop ended the wait, not because the backoff passed.
+        await running.value
+        #expect(transport.sent.withLock { $0.count } == 1)
+        #expect(try await f.texts("SELECT id FROM deliveries WHERE pushed_at IS NOT NULL").isEmpty)
         #expect(clock.sleepers == 0)
     }
 

@@ -113,3 +113,28 @@ struct PushQueuesTests {
         #expect(requeued)
     }
 }
+
+@Suite("Push resends")
+struct PushResendsTests {
+    @Test("Resends fall due in time, are taken in batch order with their attempts, and are all given up on a stop")
+    func dueInOrder() {
+        let start = Date(timeIntervalSince1970: 1_000)
+        var resends = PushResends()
+        #expect(resends.isEmpty && resends.nextDue == nil)
+        resends.schedule(4, attempt: 2, after: .seconds(2), from: start)
+        resends.schedule(1, attempt: 3, after: .milliseconds(500), from: start)
+        resends.schedule(2, attempt: 2, after: .seconds(2), from: start)
+        resends.schedule(7, attempt: 2, after: .seconds(-1), from: start)  // a negative delay is due at once
+        #expect(resends.nextDue == start)
+        #expect(resends.takeDue(at: start).map(\.position) == [7])
+        #expect(resends.nextDue == start.addingTimeInterval(0.5))
+        #expect(resends.takeDue(at: start.addingTimeInterval(0.4)).isEmpty)
+        let later = resends.takeDue(at: start.addingTimeInterval(2))
+        #expect(later.map(\.position) == [1, 2, 4] && later.map(\.attempt) == [3, 2, 2])
+        #expect(resends.isEmpty)
+        resends.schedule(5, attempt: 4, after: .seconds(30), from: start)
+        resends.schedule(3, attempt: 2, after: .seconds(60), from: start)
+        #expect(resends.takeAll().map(\.position) == [3, 5])
+        #expect(resends.isEmpty && resends.nextDue == nil)
+    }
+}

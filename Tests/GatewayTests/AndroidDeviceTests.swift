@@ -95,6 +95,42 @@ struct AndroidDeviceTests {
     }
 
     @Test(
+        "A revoked FCM access token goes round the gateway's resend loop: renewed, the push sent again and taken once",
+        arguments: TestDatabase.allCases
+    )
+    func revokedAccessToken(_ database: TestDatabase) async throws {
+        try await TestBroker.run(database: database, fcm: .embeddedSimulator) { broker in
+            let android = try await broker.send(
+                .PUT,
+                "/v1/devices/\(Self.fcmToken)",
+                body: #"{"name": "Pixel 9", "platform": "fcm"}"#
+            )
+            #expect(android.status == 201, "\(android.text)")
+            let simulator = try #require(broker.application.simulator)
+            #expect(try await broker.sendPush("command=send&impulse=acme-3&target=alice").status == 200)
+            #expect(try await eventually { simulator.fcmAccepted.count == 1 })
+            // FCM forgets the token (a revocation): the next push is refused 401, renewed and sent again.
+            simulator.revokeFCMAccessTokens()
+            #expect(try await broker.sendPush("command=send&impulse=acme-4&target=alice").status == 200)
+            #expect(try await eventually { simulator.fcmAccepted.count == 2 })
+            let counts = simulator.fcmCounts
+            #expect(counts.tokensIssued == 2 && counts.rejected == 1, "\(counts)")
+            let inspect = try await broker.send(.GET, "/v1/admin/inspect", user: "root")
+            let tenant = try #require((inspect.json["tenants"] as? [[String: Any]])?.first)
+            let fcm = try #require(tenant["fcm"] as? [String: Any], "\(inspect.text)")
+            #expect(fcm["credential"] as? String == "usable" && fcm["tokenExchanges"] as? Int == 2)
+            let listed = try await eventually {
+                let page = try await broker.send(.GET, "/t/acme/admin/v1/users/alice/deliveries?limit=1", user: "root")
+                let first = (page.json["items"] as? [[String: Any]])?.first
+                return (first?["impulse"] as? [String: Any])?["workingID"] as? String == "acme-4"
+                    && first?["channels"] as? [String] == ["fcm"]
+            }
+            let page = try await broker.send(.GET, "/t/acme/admin/v1/users/alice/deliveries?limit=1", user: "root")
+            #expect(listed, "\(page.text)")
+        }
+    }
+
+    @Test(
         "A platform the broker does not serve (422), an unknown platform (400) and a malformed FCM token (422) are refused"
     )
     func refusals() async throws {

@@ -453,15 +453,31 @@ struct FCMTests {
     }
 
     @Test(
-        "A refused access token is refreshed once; a refused account stops the tenant's FCM pushes until it is replaced"
+        "A refused access token is an expired credential, renewed once; a refused account stops the tenant's FCM pushes until it is replaced"
     )
     func credentials() async throws {
         let pair = try await FCMPair.start()
         #expect(PushOutcome(await pair.transport.send(try pair.push(1))) == .accepted)
-        // The simulator forgets the token it issued (as after a revocation): 401, a fresh token, accepted.
+        // The simulator forgets the token it issued (as after a revocation): 401, answered as an expired
+        // credential (the gateway's resend loop renews it and sends again); the renewal fetches one token.
         pair.simulator.revokeFCMAccessTokens()
+        let expired = await pair.transport.send(try pair.push(2))
+        #expect(PushOutcome(expired) == .credentialExpired)
+        #expect(PushOutcomePolicy().action(for: expired, attempt: 1) == .renewProviderTokenAndRetry)
+        await pair.transport.renewCredentials(tenant: FCMPair.tenant, channel: .fcm)
         #expect(PushOutcome(await pair.transport.send(try pair.push(2))) == .accepted)
         #expect(pair.simulator.fcmCounts.tokensIssued == 2)
+        // The renewal proved itself: a later revocation is a new expiry, not the account's refusal.
+        pair.simulator.revokeFCMAccessTokens()
+        #expect(PushOutcome(await pair.transport.send(try pair.push(2))) == .credentialExpired)
+        await pair.transport.renewCredentials(tenant: FCMPair.tenant, channel: .fcm)
+        // Refused again before any push went through with the renewal: the account is refused.
+        pair.simulator.revokeFCMAccessTokens()
+        let second = await pair.transport.send(try pair.push(2))
+        #expect(PushOutcome(second) == .credentialRefused(reason: "UNAUTHENTICATED"), "\(second)")
+        #expect(pair.transport.failure(tenant: FCMPair.tenant) == "UNAUTHENTICATED")
+        #expect(pair.simulator.fcmCounts.tokensIssued == 3)
+        pair.transport.setAccount(pair.account, tenant: FCMPair.tenant)
         // The device belongs to another sender: the credential's failure, never the device's.
         pair.simulator.setToken(FCMTests.token(3), .otherTopic)
         let mismatch = await pair.transport.send(try pair.push(3))

@@ -60,9 +60,15 @@ public struct ChannelRouter: PushTransport {
         }
     }
 
-    /// Renews the tenant's credentials on every channel: the outcome that asks for it does not say whose.
+    /// Renews the tenant's credentials on every channel.
     public func renewCredentials(tenant: TenantID) async {
         for transport in transports.values { await transport.renewCredentials(tenant: tenant) }
+    }
+
+    /// Renews the tenant's credential on the channel whose answer said it expired, and no other: an FCM access
+    /// token refused does not cost an APNs provider token (APNs limits how often one is made).
+    public func renewCredentials(tenant: TenantID, channel: PushChannel) async {
+        await transports[channel]?.renewCredentials(tenant: tenant, channel: channel)
     }
 
     /// The batch's indexes by channel, each in the batch's order.

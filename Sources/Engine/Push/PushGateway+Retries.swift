@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 
-/// The slow path of a push: the answers that are neither accepted nor a final verdict go round the outcome policy
-/// one by one (retries with backoff, a renewed provider token, a paused tenant).
+/// The one resend loop of a batch: every answer, the first and each resend's, goes round the outcome policy
+/// (`judge`); the pushes it sends again wait on the gateway's clock (`PushResends`), and those due go out together.
 extension PushGateway {
     nonisolated func metadata(_ push: OutboundPush, reason: String? = nil) -> Logger.Metadata {
         var metadata: Logger.Metadata = [
@@ -12,92 +12,154 @@ extension PushGateway {
         return metadata
     }
 
-    /// How one device's push ended.
-    enum DeviceOutcome {
-        case accepted(apnsID: String)
-        case finished
-        /// Transient failures outlasted the retries: the delivery stays unsettled for a later attempt.
-        case deferred
-        case tenantStopped
+    /// Sends the batch's resends as they fall due, until none waits. A graceful stop (or cancellation) ends the wait
+    /// at once: the pushes still waiting leave their deliveries unsettled, pushed again by a later sweep or start.
+    nonisolated func resend(
+        _ resends: inout PushResends,
+        sends: [(job: Int, push: OutboundPush)],
+        jobs: [Job],
+        tenant: Tenant,
+        tally: inout BatchTally,
+        counts: inout PushStatistics
+    ) async throws {
+        while let due = resends.nextDue {
+            let delay = Duration.seconds(due.timeIntervalSince(clock.now))
+            guard await waitForResends(delay) else { break }
+            let round = resends.takeDue(at: clock.now)
+            if round.isEmpty { continue }
+            guard await permits.acquire(round.count) else {
+                for item in round { tally.unsettled.insert(sends[item.position].job) }
+                break
+            }
+            let held = HeldPlaces(round.count)
+            let permits = self.permits
+            let answers = await transport.send(batch: round.map { sends[$0.position].push }) { _, _ in
+                permits.release(held.take(1))
+            }
+            permits.release(held.takeAll())
+            try await judge(
+                answers,
+                at: round.map(\.position),
+                attempts: round.map(\.attempt),
+                sends: sends,
+                jobs: jobs,
+                tenant: tenant,
+                tally: &tally,
+                counts: &counts,
+                resends: &resends
+            )
+        }
+        for item in resends.takeAll() { tally.unsettled.insert(sends[item.position].job) }
     }
 
-    /// Goes on from the first answer (already counted in the metrics) until the policy says stop.
-    nonisolated func send(
-        _ push: OutboundPush,
+    /// One round of a batch's answers through the outcome policy: accepted pushes and final refusals are settled,
+    /// verdicts on devices applied in one transaction, a paused tenant's delivery put back in its queue, and the
+    /// pushes to send again scheduled on `resends` (after renewing the tenant's credential when it expired).
+    nonisolated func judge(
+        _ answers: [PushAnswer],
+        at positions: [Int],
+        attempts: [Int],
+        sends: [(job: Int, push: OutboundPush)],
+        jobs: [Job],
         tenant: Tenant,
-        delivery: Delivery,
-        first: PushResult
-    ) async throws -> DeviceOutcome {
-        var attempt = 0
-        var next: PushResult? = first
-        while true {
-            attempt += 1
-            let result: PushResult
-            if let given = next {
-                result = given
-                next = nil
-            } else {
-                let started = ContinuousClock.now
-                result = await transport.send(push)
-                metrics.push(
-                    tenant: tenant.id,
-                    channel: push.device.channel,
-                    result: result,
-                    duration: started.duration(to: .now)
-                )
-                health.withLock { $0.observe(result, at: Date()) }
-                if let kind = result.refusalKind { await noteRefusals(tenant.id, [kind: 1]) }
-            }
-            let action = configuration.policy.action(for: result, attempt: attempt, jitter: Double.random(in: 0...1))
-            var reason: String?
-            if let refusal = result.refusal {
-                reason = refusal.reason
-                await count { $0.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1 }
-            }
-            if case .transportFailure = result { await count { $0.transportFailures += 1 } }
+        tally: inout BatchTally,
+        counts: inout PushStatistics,
+        resends: inout PushResends
+    ) async throws {
+        metrics.pushes(tenant: tenant.id, answers, channels: positions.map { sends[$0].push.device.channel })
+        let answered = Date()
+        health.withLock { health in for answer in answers { health.observe(answer.result, at: answered) } }
+        var refused: [String: Int] = [:]
+        for answer in answers {
+            if let kind = answer.result.refusalKind { refused[kind, default: 0] += 1 }
+        }
+        if !refused.isEmpty { await noteRefusals(tenant.id, refused) }
+        var verdicts: [TokenVerdict] = []
+        var renew: Set<PushChannel> = []
+        let now = clock.now
+        // By position: iterating `sends` copied each push, and with it its strings.
+        for offset in positions.indices {
+            let position = positions[offset]
+            let result = answers[offset].result
+            let job = sends[position].job
+            let channel = sends[position].push.device.channel
+            // The jitter only spreads retries: an accepted push does not draw a random number (a system call).
+            let jitter: Double
+            if case .accepted = result { jitter = 0 } else { jitter = Double.random(in: 0...1) }
+            let action = configuration.policy.action(for: result, attempt: attempts[offset], jitter: jitter)
+            let refusal = result.refusal
+            if let refusal { counts.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1 }
+            if case .transportFailure = result { counts.transportFailures += 1 }
             switch action {
             case .delivered:
-                await count { $0.accepted += 1 }
-                if case .accepted(let apnsID) = result { return .accepted(apnsID: apnsID) }
-                return .finished
+                counts.accepted += 1
+                if case .accepted(let apnsID) = result {
+                    tally.accepted[job] = tally.accepted[job] ?? apnsID
+                    tally.channels[job].insert(PushChannels(channel))
+                }
             case .retry(let backoff, _):
-                // Stopping: no new attempt; the delivery stays unsettled for the next start.
-                if await isStopping { return .deferred }
-                await count { $0.retried += 1 }
-                try await clock.sleep(for: backoff)
+                counts.retried += 1
+                resends.schedule(position, attempt: attempts[offset] + 1, after: backoff, from: now)
             case .renewProviderTokenAndRetry:
-                await transport.renewCredentials(tenant: tenant.id)
+                renew.insert(channel)
+                resends.schedule(position, attempt: attempts[offset] + 1, after: .zero, from: now)
             case .drop(let alert):
-                if alert { logger.warning("push dropped", metadata: metadata(push, reason: reason)) }
-                return .finished
+                if alert {
+                    logger.warning("push dropped", metadata: metadata(sends[position].push, reason: refusal?.reason))
+                }
             case .deferred:
-                await count { $0.deferred += 1 }
+                counts.deferred += 1
+                tally.unsettled.insert(job)
                 logger.warning(
                     "push deferred: the channel kept failing; it is tried again later",
-                    metadata: metadata(push, reason: reason)
+                    metadata: metadata(sends[position].push, reason: refusal?.reason)
                 )
-                return .deferred
             case .quarantineToken, .removeTokenForTopic, .removeTokenIfRegisteredBefore:
-                if let verdict = action.verdict(on: push.device.token) {
-                    let changed = try await registry.apply(tenant: tenant, [verdict]).first ?? false
-                    await count { $0.count(verdict, changed: changed) }
-                }
-                return .finished
+                // Dead devices: one transaction for the round's verdicts, not one each.
+                if let verdict = action.verdict(on: sends[position].push.device.token) { verdicts.append(verdict) }
             case .stopTenant(let reason):
                 // Another channel's credential is its transport's to mark failed (it refuses the tenant's pushes
                 // on that channel until new credentials come); the tenant's APNs pushes go on.
-                guard push.device.channel == .apns else {
+                guard channel == .apns else {
                     logger.error(
                         "the channel refused the tenant's credential; its pushes on it are dropped until new credentials come",
-                        metadata: metadata(push, reason: reason).merging(["push.channel": "\(push.device.channel)"]) {
+                        metadata: metadata(sends[position].push, reason: reason).merging(["push.channel": "\(channel)"])
+                        {
                             $1
                         }
                     )
-                    return .finished
+                    continue
                 }
-                await pause(tenant.id, reason: reason, requeue: delivery)
-                return .tenantStopped
+                // Back in the paused tenant's queue: pushed again when an operator's change resumes the tenant.
+                await pause(tenant.id, reason: reason, requeue: jobs[job].delivery)
+                tally.unsettled.insert(job)
             }
         }
+        if !verdicts.isEmpty {
+            let changed = try await registry.apply(tenant: tenant, verdicts)
+            for (verdict, changed) in zip(verdicts, changed) { counts.count(verdict, changed: changed) }
+        }
+        for channel in renew { await transport.renewCredentials(tenant: tenant.id, channel: channel) }
+    }
+
+    /// Waits `delay` on the clock for a batch's next resends; false when the gateway stops or the task is cancelled
+    /// first (a graceful stop does not wait out a backoff).
+    func waitForResends(_ delay: Duration) async -> Bool {
+        guard !isStopping, !Task.isCancelled else { return false }
+        let id = nextResendWait()
+        let clock = self.clock
+        let timer = Task {
+            let slept = (try? await clock.sleep(for: delay)) != nil
+            await self.endResendWait(id, due: slept)
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { resendWaits[id] = (timer, $0) }
+        } onCancel: {
+            timer.cancel()
+        }
+    }
+
+    func endResendWait(_ id: UInt64, due: Bool) {
+        resendWaits.removeValue(forKey: id)?.continuation.resume(returning: due)
     }
 }

@@ -29,6 +29,8 @@ public actor PushGateway {
     var queues: PushQueues
     var blockedProducers: [TenantID: [(id: UInt64, continuation: CheckedContinuation<Void, Never>)]] = [:]
     private var nextWaiter: UInt64 = 0
+    /// Batches waiting on the clock for their resends: a stop ends each wait at once.
+    var resendWaits: [UInt64: (timer: Task<Void, Never>, continuation: CheckedContinuation<Bool, Never>)] = [:]
     private var idleWorkers: [CheckedContinuation<Void, Never>] = []
     private var stopping = false
     /// This node cannot push and has handed its work back: queued pushes were dropped and none is taken.
@@ -168,6 +170,16 @@ public actor PushGateway {
         idleWorkers.removeAll()
         for waiters in blockedProducers.values { for waiter in waiters { waiter.continuation.resume() } }
         blockedProducers.removeAll()
+        for wait in resendWaits.values {
+            wait.timer.cancel()
+            wait.continuation.resume(returning: false)
+        }
+        resendWaits.removeAll()
+    }
+
+    func nextResendWait() -> UInt64 {
+        nextWaiter &+= 1
+        return nextWaiter
     }
 
     private func wakeWorker() {
@@ -217,6 +229,8 @@ public actor PushGateway {
         statistics.accepted += counts.accepted
         statistics.rejected.merge(counts.rejected, uniquingKeysWith: +)
         statistics.transportFailures += counts.transportFailures
+        statistics.retried += counts.retried
+        statistics.deferred += counts.deferred
         statistics.withoutDevice += counts.withoutDevice
         statistics.tokensQuarantined += counts.tokensQuarantined
         statistics.tokensRemoved += counts.tokensRemoved
@@ -324,101 +338,21 @@ public actor PushGateway {
                 }
                 permits.release(held.takeAll())
             }
-            var accepted = [String?](repeating: nil, count: jobs.count)
-            var acceptedChannels = [PushChannels](repeating: [], count: jobs.count)
-            var unsettled = Set<Int>()
-            var slow: [(job: Int, push: OutboundPush, result: PushResult)] = []
-            var verdicts: [TokenVerdict] = []
-            metrics.pushes(tenant: tenantID, answers, channels: sends.map(\.push.device.channel))
-            let answered = Date()
-            health.withLock { health in for answer in answers { health.observe(answer.result, at: answered) } }
-            var refused: [String: Int] = [:]
-            for answer in answers {
-                if let kind = answer.result.refusalKind { refused[kind, default: 0] += 1 }
-            }
-            if !refused.isEmpty { await noteRefusals(tenantID, refused) }
-            // By position: iterating `sends` copied each push, and with it its strings.
-            for position in sends.indices {
-                let answer = answers[position]
-                let job = sends[position].job
-                // The jitter only spreads retries: an accepted push does not draw a random number (a system call).
-                let jitter: Double
-                if case .accepted = answer.result { jitter = 0 } else { jitter = Double.random(in: 0...1) }
-                let action = configuration.policy.action(for: answer.result, attempt: 1, jitter: jitter)
-                switch (action, answer.result) {
-                case (.delivered, .accepted(let apnsID)):
-                    counts.accepted += 1
-                    accepted[job] = accepted[job] ?? apnsID
-                    acceptedChannels[job].insert(PushChannels(sends[position].push.device.channel))
-                case (.delivered, _):
-                    counts.accepted += 1
-                case (.drop(let alert), _) where answer.result.refusal != nil:
-                    let refusal = answer.result.refusal!
-                    counts.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1
-                    if alert {
-                        logger.warning(
-                            "push dropped",
-                            metadata: metadata(sends[position].push, reason: refusal.reason)
-                        )
-                    }
-                // Dead tokens: one transaction for the batch's verdicts, not one each.
-                case (_, _)
-                where answer.result.refusal != nil
-                    && action.verdict(on: sends[position].push.device.token) != nil:
-                    let refusal = answer.result.refusal!
-                    counts.rejected["\(refusal.status) \(refusal.reason)", default: 0] += 1
-                    if let verdict = action.verdict(on: sends[position].push.device.token) { verdicts.append(verdict) }
-                default:
-                    slow.append((job, sends[position].push, answer.result))
-                }
-            }
-            if !verdicts.isEmpty {
-                let changed = try await registry.apply(tenant: tenant, verdicts)
-                for (verdict, changed) in zip(verdicts, changed) { counts.count(verdict, changed: changed) }
-            }
-            if !slow.isEmpty {
-                let outcomes = await withTaskGroup(
-                    of: (job: Int, channel: PushChannel, outcome: Result<DeviceOutcome, any Error>).self
-                ) { group in
-                    for item in slow {
-                        let delivery = jobs[item.job].delivery
-                        group.addTask {
-                            do {
-                                let outcome = try await self.send(
-                                    item.push,
-                                    tenant: tenant,
-                                    delivery: delivery,
-                                    first: item.result
-                                )
-                                return (item.job, item.push.device.channel, .success(outcome))
-                            } catch {
-                                return (item.job, item.push.device.channel, .failure(error))
-                            }
-                        }
-                    }
-                    return await group.reduce(into: []) { $0.append($1) }
-                }
-                for (job, channel, outcome) in outcomes {
-                    switch outcome {
-                    case .success(.accepted(let apnsID)):
-                        accepted[job] = accepted[job] ?? apnsID
-                        acceptedChannels[job].insert(PushChannels(channel))
-                    case .success(.finished): break
-                    // Deferred: tried again by a later sweep. Stopped: back in the paused tenant's queue.
-                    case .success(.deferred), .success(.tenantStopped): unsettled.insert(job)
-                    case .failure(let error):
-                        unsettled.insert(job)
-                        if !(error is CancellationError) {
-                            logger.error(
-                                "push failed",
-                                metadata: [
-                                    "tenant.id": "\(tenantID)", "delivery.id": "\(jobs[job].delivery.id)",
-                                    "error": "\(error)",
-                                ]
-                            )
-                        }
-                    }
-                }
+            var tally = BatchTally(jobs: jobs.count)
+            var resends = PushResends()
+            try await judge(
+                answers,
+                at: Array(sends.indices),
+                attempts: [Int](repeating: 1, count: sends.count),
+                sends: sends,
+                jobs: jobs,
+                tenant: tenant,
+                tally: &tally,
+                counts: &counts,
+                resends: &resends
+            )
+            if !resends.isEmpty {
+                try await resend(&resends, sends: sends, jobs: jobs, tenant: tenant, tally: &tally, counts: &counts)
             }
             let settledAt = Date()
             var lags: [Double] = []
@@ -427,8 +361,8 @@ public actor PushGateway {
             for position in sends.indices where sends[position].job != previous {
                 let index = sends[position].job
                 previous = index
-                if unsettled.contains(index) && accepted[index] == nil { continue }
-                if accepted[index] != nil, let dueAt = jobs[index].delivery.dueAt {
+                if tally.unsettled.contains(index) && tally.accepted[index] == nil { continue }
+                if tally.accepted[index] != nil, let dueAt = jobs[index].delivery.dueAt {
                     lags.append(settledAt.timeIntervalSince(dueAt))
                 }
                 marks.append(
@@ -436,8 +370,8 @@ public actor PushGateway {
                         tenant: tenantID,
                         user: jobs[index].delivery.user,
                         delivery: jobs[index].delivery.id,
-                        apnsID: accepted[index],
-                        channels: acceptedChannels[index]
+                        apnsID: tally.accepted[index],
+                        channels: tally.channels[index]
                     )
                 )
             }

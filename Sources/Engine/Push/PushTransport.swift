@@ -52,6 +52,9 @@ public protocol PushTransport: Sendable {
     ) async -> [PushAnswer]
     /// Makes fresh provider credentials for the tenant and retires its connections (after ExpiredProviderToken).
     func renewCredentials(tenant: TenantID) async
+    /// Renews the tenant's credential on one channel only (the one whose answer said it expired). A transport of
+    /// one channel renews its own (the default).
+    func renewCredentials(tenant: TenantID, channel: PushChannel) async
 }
 
 /// A push's result and how long APNs took to give it.
@@ -66,6 +69,10 @@ public struct PushAnswer: Sendable {
 }
 
 extension PushTransport {
+    public func renewCredentials(tenant: TenantID, channel: PushChannel) async {
+        await renewCredentials(tenant: tenant)
+    }
+
     public func send(
         batch pushes: [OutboundPush],
         onAnswer: @escaping @Sendable (_ index: Int, _ acceptedID: String?) -> Void

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOSSL
+import Synchronization
 
 /// One OAuth2 access token per service account: fetched with the JWT-bearer grant, cached, refreshed before it
 /// expires (at 80% of its life, and at least 5 minutes before), and refreshed once when FCM refuses it.
@@ -19,6 +20,12 @@ public actor FCMAccessTokens: AccessTokenSource {
     /// When tokens are due for refresh and failures may be retried.
     let clock: any EngineClock
     private var current: (token: String, refreshAt: Date)?
+    /// A refused token was dropped and its replacement not fetched yet.
+    private var renewing = false
+    /// The token fetched to replace a refused one, until a push it carried is accepted.
+    private var renewal: String?
+    /// Whether a renewal waits for its first accepted push (read without a hop on every answered batch).
+    public nonisolated let renewalUnproven = Mutex(false)
     private var fetching: Task<(token: String, lifetime: Duration), any Error>?
     private var failures = 0
     private var retryAt: Date?
@@ -53,6 +60,11 @@ public actor FCMAccessTokens: AccessTokenSource {
             let (token, lifetime) = try await task.value
             let refreshIn = min(lifetime * 0.8, lifetime - .seconds(300))
             current = (token, clock.now + max(refreshIn, .zero).seconds)
+            if renewing {
+                renewal = token
+                renewing = false
+                renewalUnproven.withLock { $0 = true }
+            }
             failures = 0
             retryAt = nil
             lastError = nil
@@ -72,8 +84,23 @@ public actor FCMAccessTokens: AccessTokenSource {
         }
     }
 
+    /// Drops a token FCM refused (when it is still the current one): the next caller fetches a fresh one, which is
+    /// then known as the renewal (`isRenewal`).
     public func invalidate(_ refused: String) {
-        if current?.token == refused { current = nil }
+        guard current?.token == refused else { return }
+        current = nil
+        renewing = true
+    }
+
+    /// Whether `token` was fetched because FCM refused the one before it, and no push it carried was accepted yet:
+    /// FCM refusing it too refuses the account.
+    public func isRenewal(_ token: String) -> Bool { token == renewal }
+
+    /// FCM accepted a push carrying `token`: a renewal has proved itself, and a later 401 is a new expiry.
+    public func accepted(_ token: String) {
+        guard token == renewal else { return }
+        renewal = nil
+        renewalUnproven.withLock { $0 = false }
     }
 
     /// The JWT-bearer exchange (RFC 7523) over one HTTP/2 connection, closed after it.

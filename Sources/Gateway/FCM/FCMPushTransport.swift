@@ -14,8 +14,9 @@ import Synchronization
 ///
 /// - No account at all: the tenant's Android pushes are refused (`NoFCMCredential`), which drops them and keeps the
 ///   devices.
-/// - FCM answered 401: the access token is refreshed once and the refused pushes sent again; a second 401, a 403,
-///   SENDER_ID_MISMATCH or a token endpoint refusing the assertion marks the account failed. Its pushes are then
+/// - FCM answered 401: the access token is dropped and the answer is an expired credential, which the gateway's
+///   resend loop sends again with a fresh token. A 401 on that fresh token before FCM accepted a push with it, a
+///   403, SENDER_ID_MISMATCH or a token endpoint refusing the assertion marks the account failed. Its pushes are then
 ///   refused at once (`FCMCredentialFailed`), without reaching FCM, until the tenant's account is replaced.
 public final class FCMPushTransport: PushTransport {
     public static let noCredential = "NoFCMCredential"
@@ -240,7 +241,9 @@ public final class FCMPushTransport: PushTransport {
         return answers.map { $0! }
     }
 
-    /// One account's pushes through its pool; those refused with 401 are sent once more with a fresh token.
+    /// One account's pushes through its pool. A 401 drops the access token it refused, and answers
+    /// `credentialExpired`: the gateway's resend loop sends the push again, with a fresh token. A 401 on the token
+    /// fetched to replace a refused one keeps its `credentialRefused`: the account is refused.
     private func send(
         _ pushes: [OutboundPush],
         tenant: TenantID,
@@ -250,15 +253,24 @@ public final class FCMPushTransport: PushTransport {
     ) async -> [PushAnswer] {
         let project = pool.tokens.account.projectID
         let messages = pushes.map { FCMMessage($0, project: project, now: now) }
-        let refusedToken = try? await pool.tokens.token()
+        let used = try? await pool.tokens.token()
         var answers = await pool.client.send(batch: messages) { position, id in onAnswer(position, id) }
+        if let used, pool.tokens.renewalUnproven.withLock({ $0 }),
+            answers.contains(where: { if case .accepted = $0.result { true } else { false } })
+        {
+            await pool.tokens.accepted(used)
+        }
         let unauthenticated = answers.indices.filter { answers[$0].result.refusal?.status == 401 }
-        if !unauthenticated.isEmpty {
-            if let refusedToken { await pool.tokens.invalidate(refusedToken) }
-            let again = await pool.client.send(batch: unauthenticated.map { messages[$0] }) { position, id in
-                onAnswer(unauthenticated[position], id)
-            }
-            for (index, answer) in zip(unauthenticated, again) { answers[index] = answer }
+        guard !unauthenticated.isEmpty, let used, !(await pool.tokens.isRenewal(used)) else { return answers }
+        await pool.tokens.invalidate(used)
+        for index in unauthenticated {
+            guard case .refused(let channel, let status, let reason, _) = answers[index].result else { continue }
+            answers[index].result = .refused(
+                channel: channel,
+                status: status,
+                reason: reason,
+                outcome: .credentialExpired
+            )
         }
         return answers
     }
@@ -313,10 +325,11 @@ public final class FCMPushTransport: PushTransport {
         return reason
     }
 
-    /// After an expired credential: a fresh access token for the tenant.
+    /// After an expired credential: a fresh access token for the tenant. The refused one was dropped when FCM
+    /// refused it (a second renewal fetches nothing more); the fetch is made here, once, rather than by each resend.
     public func renewCredentials(tenant: TenantID) async {
-        guard let pool = pool(tenant: tenant), let token = try? await pool.tokens.token() else { return }
-        await pool.tokens.invalidate(token)
+        guard let pool = pool(tenant: tenant) else { return }
+        _ = try? await pool.tokens.token()
     }
 
     public func shutdown() async {
