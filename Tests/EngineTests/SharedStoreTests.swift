@@ -17,6 +17,26 @@ struct SharedStoreTests {
         return try await PostgresStore(configuration: configuration, logger: StoreFixture.logger)
     }
 
+    /// Expects `count` claim or lease ends (Unix seconds, the query's one column), each `hold` seconds after a moment
+    /// between `before` and `after`.
+    func expectEnds(
+        _ f: StoreFixture,
+        _ query: String,
+        _ count: Int,
+        _ before: Date,
+        _ after: Date,
+        _ hold: Double
+    ) async throws {
+        let ends = try await f.texts(query).compactMap { row in row.first.flatMap { $0 }.flatMap { Double($0) } }
+        #expect(ends.count == count)
+        for end in ends {
+            #expect(
+                end >= before.timeIntervalSince1970 + hold - 0.001 && end <= after.timeIntervalSince1970 + hold + 0.001,
+                "\(end)"
+            )
+        }
+    }
+
     @Test("A due row one node claimed is skipped by the others until that node commits it or its claim ends")
     func claims() async throws {
         let f = try await StoreFixture.make(.postgres)
@@ -60,12 +80,23 @@ struct SharedStoreTests {
     @Test("A claim that ends (its node died) lets another node take the row")
     func expiredClaims() async throws {
         let f = try await StoreFixture.make(.postgres)
-        // Claims of 4 s: the whole suite on two cores has taken over a second between two statements here.
         let dying = try await node(f, hold: .seconds(4))
         let survivor = try await node(f, hold: .seconds(60))
+        let before = Date()
         #expect(try await dying.dueSchedules(notAfter: Date(), limit: 10).count == 3)
+        let after = Date()
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).isEmpty)
-        try await Task.sleep(for: .milliseconds(4500))
+        // Each claim ends its hold after it was taken ...
+        try await expectEnds(
+            f,
+            "SELECT CAST(claimed_until AS TEXT) FROM schedules WHERE claimed_by = '\(dying.nodeID)'",
+            3,
+            before,
+            after,
+            4
+        )
+        // ... and once it has ended (here by hand, not by waiting), another node takes the rows.
+        _ = try await f.texts("UPDATE schedules SET claimed_until = 0 WHERE claimed_by = '\(dying.nodeID)' RETURNING 1")
         #expect(try await survivor.dueSchedules(notAfter: Date(), limit: 10).count == 3)
     }
 
@@ -108,11 +139,11 @@ struct SharedStoreTests {
     @Test("Deliveries awaiting their push are leased to the node that recorded them; another takes them when it ends")
     func leases() async throws {
         let f = try await StoreFixture.make(.postgres)
-        // Leases of 4 s, not 1: CI's whole suite took over a second between recording and the sweep's look.
         let pushing = try await node(f, hold: .seconds(4))
         let sweeping = try await node(f, hold: .seconds(60))
         #expect(pushing.leasesUnsettledDeliveries)
         let impulse = try ImpulseID("one")
+        let before = Date()
         let recorded = try await pushing.recordDeliveries(
             [f.a, f.b].map {
                 NewDelivery(
@@ -138,7 +169,10 @@ struct SharedStoreTests {
                 at: Date()
             )
         ])
-        try await Task.sleep(for: .milliseconds(4500))
+        // The lease ends its hold after the delivery was recorded; ended here by hand, not by waiting.
+        let leased = "SELECT CAST(leased_until AS TEXT) FROM unsettled_deliveries WHERE leased_by = '\(pushing.nodeID)'"
+        try await expectEnds(f, leased, 1, before, Date(), 4)
+        _ = try await f.texts("UPDATE unsettled_deliveries SET leased_until = 0 RETURNING 1")
         let taken = try await sweeping.unsettledDeliveries(assignedAfter: since, after: nil, limit: 10)
         #expect(taken.map(\.id) == [recorded[1].id])
         // Now the sweeping node holds it: nobody else gets it while it pushes.
