@@ -100,8 +100,9 @@ struct ScaleOutTests {
         #expect(started, "\(nodes[0].output.suffix(2000))")
         let pushedAtKill = try await pushed()
         #expect(pushedAtKill < Self.users, "the kill came after the burst; it proves nothing")
-        // The killed node's claims and leases are left behind; the others take them over when they end.
-        try await Task.sleep(for: .seconds(3))
+        // The killed node's claims and leases are left behind; the others take them over when they end. The
+        // killed node comes back once the others have gone on pushing without it.
+        #expect(try await eventually(seconds: 60) { try await pushed() > pushedAtKill })
         nodes[0] = try RunningBroker(["serve", "--config", data + "/node1.json"])
 
         let finished = try await eventually(seconds: 240) {
