@@ -207,12 +207,14 @@ struct StreamGovernorTests {
 
     @Test("An open HTTP/2 connection is sent SETTINGS with the lower limit while the node is under pressure")
     func settingsReachClients() async throws {
+        let clock = ManualClock()
         // The requests that press go over HTTP/1.1 (see `AdmissionTests.run`); only the watcher speaks HTTP/2.
         try await TestBroker.run(
             http1Only: true,
             requestDeadline: .seconds(60),
             busyTimeout: .seconds(60),
-            admission: AdmissionLimits(node: 4, perTenant: 2)
+            admission: AdmissionLimits(node: 4, perTenant: 2),
+            clock: clock
         ) { broker in
             try await warmUp(broker, "/v1/me")
             try await warmUp(broker, "/v1/me", user: "bob")
@@ -234,8 +236,12 @@ struct StreamGovernorTests {
             try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
             #expect(try await alice.value.status == 200)
             #expect(try await bob.value.status == 200)
-            // Two seconds after the last time the tenant was at its share, a finished request lifts the limit.
-            try await Task.sleep(for: .seconds(2.2))
+            // Not before two seconds after the last time the tenant was at its share ...
+            clock.advance(by: .seconds(1.9))
+            #expect(try await broker.send(.GET, "/v1/me").status == 200)
+            #expect(broker.application.admission.governor?.currentLimit == 4)
+            // ... and then a finished request lifts the limit.
+            clock.advance(by: .seconds(0.1))
             #expect(try await broker.send(.GET, "/v1/me").status == 200)
             #expect(
                 try await eventually(seconds: 10) { limits.withLock { $0.last } == 100 },

@@ -156,6 +156,7 @@ struct TestBroker: Sendable {
         connectionLimits: ConnectionLimits = ConnectionLimits(),
         loginAddressLimit: Int? = nil,
         loginAddressLeak: Duration? = nil,
+        clock: (any EngineClock)? = nil,
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -209,6 +210,7 @@ struct TestBroker: Sendable {
         configuration.connectionLimits = connectionLimits
         if let loginAddressLimit { configuration.rest.loginAddressLimit = loginAddressLimit }
         if let loginAddressLeak { configuration.rest.loginAddressLeak = loginAddressLeak }
+        if let clock { configuration.rest.clock = clock }
         configuration.credentialKey = credentialKey
         // The whole suite on two cores (and a PostgreSQL server) can take more than the broker's 10 s to unwind a
         // cancelled service: ServiceLifecycle would stop the test process. CI once crashed so (stop 27).

@@ -1,3 +1,5 @@
+import Engine
+import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -31,7 +33,7 @@ struct AdmissionState: Sendable {
     /// and every tenant are back to half their bounds and `relief` has passed since the last time either was full
     /// (so that clients told to slow down do not flood it again at once).
     private(set) var pressed = false
-    private var lastFull: ContinuousClock.Instant?
+    private var lastFull: Date?
     let relief: Duration
 
     init(limits: AdmissionLimits, relief: Duration = .seconds(2)) {
@@ -40,14 +42,14 @@ struct AdmissionState: Sendable {
     }
 
     /// The change of `pressed` the last admit or release made, if any.
-    mutating func pressureChange(now: ContinuousClock.Instant, tenant: String) -> Bool? {
+    mutating func pressureChange(now: Date, tenant: String) -> Bool? {
         let full = total >= limits.node || perTenant[tenant, default: 0] >= limits.perTenant
         if full { lastFull = now }
         if !pressed, full {
             pressed = true
             return true
         }
-        if pressed, total <= limits.node / 2, lastFull.map({ $0.duration(to: now) >= relief }) ?? true,
+        if pressed, total <= limits.node / 2, lastFull.map({ now.timeIntervalSince($0) >= relief.seconds }) ?? true,
             !perTenant.values.contains(where: { $0 > limits.perTenant / 2 })
         {
             pressed = false
@@ -88,16 +90,24 @@ final class AdmissionControl: Sendable {
     private let state: Mutex<AdmissionState>
     /// Told when the node comes under pressure (full) and when it is relieved (back to half).
     let governor: StreamGovernor?
+    /// What the relief time is measured on (a test's ``EngineClock`` moves it by hand).
+    let clock: any EngineClock
 
-    init(limits: AdmissionLimits, governor: StreamGovernor? = nil, relief: Duration = .seconds(2)) {
+    init(
+        limits: AdmissionLimits,
+        governor: StreamGovernor? = nil,
+        relief: Duration = .seconds(2),
+        clock: any EngineClock = SystemClock()
+    ) {
         state = Mutex(AdmissionState(limits: limits, relief: relief))
         self.governor = governor
+        self.clock = clock
     }
 
     func admit(tenant: String) -> AdmissionState.Verdict {
         let (verdict, change) = state.withLock { state in
             let verdict = state.admit(tenant: tenant)
-            return (verdict, state.pressureChange(now: .now, tenant: tenant))
+            return (verdict, state.pressureChange(now: clock.now, tenant: tenant))
         }
         if let change { governor?.pressure(change) }
         return verdict
@@ -106,7 +116,7 @@ final class AdmissionControl: Sendable {
     func release(tenant: String) {
         let change = state.withLock { state in
             state.release(tenant: tenant)
-            return state.pressureChange(now: .now, tenant: tenant)
+            return state.pressureChange(now: clock.now, tenant: tenant)
         }
         if let change { governor?.pressure(change) }
     }

@@ -58,7 +58,11 @@ public struct RESTAPI: Sendable {
         self.metrics = metrics
         self.inspector = inspector
         self.readiness = Readiness(store: store)
-        self.admission = AdmissionControl(limits: configuration.admission, governor: streamGovernor)
+        self.admission = AdmissionControl(
+            limits: configuration.admission,
+            governor: streamGovernor,
+            clock: configuration.clock
+        )
     }
 
     /// The caller of an authenticated route.

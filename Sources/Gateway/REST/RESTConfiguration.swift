@@ -37,6 +37,8 @@ public struct RESTConfiguration: Sendable {
     /// The HTTPS listener reads a PROXY protocol header (versions 1 and 2) on connections from `trustedProxies`:
     /// an L4 balancer that passes TLS through cannot add `X-Forwarded-For`.
     public var proxyProtocol = false
+    /// What time-based limits are measured on (the admission's relief time); a test's clock moves by hand.
+    public var clock: any EngineClock = SystemClock()
     /// The channels this broker pushes to: a device of another platform is refused at registration (422), not
     /// kept to be dropped at every push. Set from the push setup.
     public var pushChannels: Set<PushChannel> = [.apns]
