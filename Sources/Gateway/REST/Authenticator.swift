@@ -19,6 +19,8 @@ public final class Authenticator: Sendable {
     private let verifier: PasswordVerifier
     private let throttle: Mutex<LoginThrottle>
     private let failureDelay: Duration
+    /// What failed logins leak away on (a test's clock moves by hand).
+    private let clock: any EngineClock
 
     public convenience init(store: any UserStore, cacheTTL: Duration, realm: String = "Impulse Broker") {
         self.init(store: store, configuration: RESTConfiguration(credentialCacheTTL: cacheTTL), realm: realm)
@@ -32,6 +34,7 @@ public final class Authenticator: Sendable {
         self.verifier = PasswordVerifier(capacity: configuration.verificationQueue)
         self.throttle = Mutex(LoginThrottle(policy: configuration.loginThrottle))
         self.failureDelay = configuration.loginThrottle.failureDelay
+        self.clock = configuration.clock
     }
 
     /// The bcrypt hash to store for a new password (run off the cooperative pool: it is deliberately slow).
@@ -91,7 +94,7 @@ public final class Authenticator: Sendable {
         lookup: () async throws -> (account: Account, hash: String)?
     ) async throws -> Account {
         let (verdict, trusted) = throttle.withLock {
-            ($0.admit(key, address: address, now: .now), $0.isTrusted(key, address: address, now: .now))
+            ($0.admit(key, address: address, now: clock.now), $0.isTrusted(key, address: address, now: clock.now))
         }
         guard case .proceed(let slowFailure) = verdict else {
             if case .refuse(let retryAfter) = verdict {
@@ -126,7 +129,7 @@ public final class Authenticator: Sendable {
             if slowFailure { try await Task.sleep(for: failureDelay) }
             throw unauthorized("wrong username or password")
         }
-        throttle.withLock { $0.succeeded(key, address: address, now: .now) }
+        throttle.withLock { $0.succeeded(key, address: address, now: clock.now) }
         return account
     }
 

@@ -1,4 +1,5 @@
 import Engine
+import Foundation
 
 /// Failed logins, counted per username and per client address, and what to do with the next attempt.
 ///
@@ -51,7 +52,7 @@ struct LoginThrottle {
 
     private struct Score {
         var value: Double
-        var at: ContinuousClock.Instant
+        var at: Date
     }
 
     private struct TrustKey: Hashable {
@@ -62,7 +63,7 @@ struct LoginThrottle {
     let policy: Policy
     private var usernames: [UsernameKey: Score] = [:]
     private var addresses: [String: Score] = [:]
-    private var trusted: [TrustKey: ContinuousClock.Instant] = [:]
+    private var trusted: [TrustKey: Date] = [:]
 
     init(policy: Policy = Policy()) {
         self.policy = policy
@@ -70,7 +71,7 @@ struct LoginThrottle {
 
     /// Admits an attempt for `user` from `address` (nil: not known, as behind a proxy), charging it as a failure
     /// until it succeeds; or refuses it, charging nothing.
-    mutating func admit(_ user: UsernameKey, address: String?, now: ContinuousClock.Instant) -> Verdict {
+    mutating func admit(_ user: UsernameKey, address: String?, now: Date) -> Verdict {
         let verdict = check(user, address: address, now: now)
         if case .proceed = verdict {
             prune(now: now)
@@ -83,7 +84,7 @@ struct LoginThrottle {
     }
 
     /// What an attempt would get now, without charging it.
-    func check(_ user: UsernameKey, address: String?, now: ContinuousClock.Instant) -> Verdict {
+    func check(_ user: UsernameKey, address: String?, now: Date) -> Verdict {
         var wait: Duration = .zero
         var slow = false
         // A user who logged in from this address lately is let through both limits: the address may be an
@@ -104,7 +105,7 @@ struct LoginThrottle {
     }
 
     /// An admitted login succeeded: its charge is given back, and the address is trusted for this user.
-    mutating func succeeded(_ user: UsernameKey, address: String?, now: ContinuousClock.Instant) {
+    mutating func succeeded(_ user: UsernameKey, address: String?, now: Date) {
         if usernames[user] != nil {
             usernames[user] = Self.raised(usernames[user], by: -1, rule: policy.perUsername, now: now)
         }
@@ -113,11 +114,11 @@ struct LoginThrottle {
             addresses[address] = Self.raised(addresses[address], by: -1, rule: policy.perAddress, now: now)
         }
         prune(now: now)
-        trusted[TrustKey(user: user, address: address)] = now.advanced(by: policy.trustDuration)
+        trusted[TrustKey(user: user, address: address)] = now.addingTimeInterval(policy.trustDuration.seconds)
     }
 
     /// Whether `address` is trusted for `user` (it logged in as them recently).
-    func isTrusted(_ user: UsernameKey, address: String?, now: ContinuousClock.Instant) -> Bool {
+    func isTrusted(_ user: UsernameKey, address: String?, now: Date) -> Bool {
         guard let address, let until = trusted[TrustKey(user: user, address: address)] else { return false }
         return until > now
     }
@@ -126,22 +127,22 @@ struct LoginThrottle {
 
     // MARK: Scores
 
-    private static func current(_ score: Score?, rule: Rule, now: ContinuousClock.Instant) -> Double {
+    private static func current(_ score: Score?, rule: Rule, now: Date) -> Double {
         guard let score else { return 0 }
-        return max(0, score.value - score.at.duration(to: now) / rule.leak)
+        return max(0, score.value - now.timeIntervalSince(score.at) / rule.leak.seconds)
     }
 
-    private static func raised(_ score: Score?, by points: Double, rule: Rule, now: ContinuousClock.Instant) -> Score {
+    private static func raised(_ score: Score?, by points: Double, rule: Rule, now: Date) -> Score {
         Score(value: max(0, min(current(score, rule: rule, now: now) + points, rule.limit + rule.burst)), at: now)
     }
 
     /// How long until `score` falls below the rule's limit, at least one second.
-    private static func until(_ score: Double, below rule: Rule, now: ContinuousClock.Instant) -> Duration {
+    private static func until(_ score: Double, below rule: Rule, now: Date) -> Duration {
         let points = score - rule.limit + 0.001
         return max(.seconds(1), rule.leak * points)
     }
 
-    private mutating func prune(now: ContinuousClock.Instant) {
+    private mutating func prune(now: Date) {
         guard keyCount >= policy.capacity else { return }
         usernames = usernames.filter { Self.current($0.value, rule: policy.perUsername, now: now) > 0 }
         addresses = addresses.filter { Self.current($0.value, rule: policy.perAddress, now: now) > 0 }
