@@ -26,6 +26,8 @@ public struct Tenant: Sendable, Equatable {
     public var adminsManageAPNsCredentials: Bool
     /// When users created through administration start: their next delivery time, or a welcome impulse.
     public var firstDelivery: FirstDelivery
+    /// Learned delivery times (off unless the tenant turns them on).
+    public var learnedTiming = LearnedTiming()
     public var createdAt: Date
 
     public init(

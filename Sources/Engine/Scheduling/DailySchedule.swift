@@ -17,6 +17,8 @@ public struct DailySchedule: Sendable, Equatable {
     public var weekdays: Weekdays
     /// Seconds added to the wall time, `0..<spreadWindow`.
     public var spreadSeconds: Int
+    /// The user's learned delivery time, which replaces `deliveryTime` day by day (nil: fixed times).
+    public var learned: LearnedSchedule?
 
     public init(
         timeZone: TimeZone,
@@ -34,7 +36,13 @@ public struct DailySchedule: Sendable, Equatable {
 
     /// The user's schedule under the tenant's defaults. An unknown stored zone falls back to the tenant's; the user's
     /// quiet hours, or the tenant's; the user's weekdays among the tenant's (the tenant's when none of them is one).
-    public init(user: UserID, tenant: Tenant, preferences: DeliveryPreferences, spreadWindow: Duration) {
+    public init(
+        user: UserID,
+        tenant: Tenant,
+        preferences: DeliveryPreferences,
+        spreadWindow: Duration,
+        timing: TimingInputs? = nil
+    ) {
         let zone =
             preferences.timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: tenant.defaultTimeZone)
             ?? TimeZone(secondsFromGMT: 0) ?? .current
@@ -47,6 +55,19 @@ public struct DailySchedule: Sendable, Equatable {
             weekdays: preferences.weekdays.meeting(tenant.weekdays),
             spreadSeconds: offset
         )
+        if tenant.learnedTiming.enabled, let timing {
+            var subject = LearnedTiming.Subject(
+                tenant: tenant.id,
+                user: user,
+                stated: deliveryTime,
+                ownTime: preferences.deliveryTime != nil,
+                optedIn: timing.optedIn,
+                quietHours: quietHours,
+                evidence: timing.evidence
+            )
+            subject.previous = timing.previous
+            learned = LearnedSchedule(timing: tenant.learnedTiming, subject: subject, prior: timing.prior)
+        }
     }
 
     /// The user's local date at `instant`.
@@ -61,7 +82,7 @@ public struct DailySchedule: Sendable, Equatable {
     /// or the date does not exist in the zone).
     public func fireInstant(for date: LocalDate) -> Date? {
         guard weekdays.contains(date.isoWeekday) else { return nil }
-        var wall = deliveryTime
+        var wall = learned?.time(for: date) ?? deliveryTime
         var day = date
         if let quietHours, quietHours.contains(wall) {
             if quietHours.end < wall { day = day.adding(days: 1) }
@@ -119,4 +140,39 @@ public struct DailySchedule: Sendable, Equatable {
         // The end of a gap can fall on the next day (a skipped date): that date has no delivery.
         return localDate(at: instant) == date ? instant : nil
     }
+}
+
+/// What learning a user's delivery time needs: what their deliveries showed, the times of their last deliveries
+/// per day kind, whether they opted in (a time they set themselves is kept otherwise), and their tenant's
+/// population. The scheduler reads it for tenants that learn times.
+public struct TimingInputs: Sendable, Equatable {
+    public var evidence: ReadEvidence
+    /// By ``DayKind``: the weekday's and the weekend's last delivery time (nil: none yet).
+    public var previous: [LocalTime?]
+    public var optedIn: Bool
+    public var prior: PopulationPrior
+
+    public init(
+        evidence: ReadEvidence = ReadEvidence(),
+        previous: [LocalTime?] = [nil, nil],
+        optedIn: Bool = false,
+        prior: PopulationPrior = PopulationPrior(ReadEvidence())
+    ) {
+        self.evidence = evidence
+        self.previous = previous
+        self.optedIn = optedIn
+        self.prior = prior
+    }
+}
+
+/// A user's learned delivery time inside their schedule: the model asked for each day's wall time.
+public struct LearnedSchedule: Sendable, Equatable {
+    public var timing: LearnedTiming
+    public var subject: LearnedTiming.Subject
+    public var prior: PopulationPrior
+
+    /// The day's wall time and why.
+    public func choice(for date: LocalDate) -> SendTimeChoice { timing.choose(for: subject, on: date, prior: prior) }
+
+    func time(for date: LocalDate) -> LocalTime { choice(for: date).time }
 }

@@ -16,6 +16,8 @@ public struct ScheduleEntry: Sendable, Equatable {
     public var preferences: DeliveryPreferences
     /// For a user never delivered to: no day whose time comes before this is planned (``FirstDelivery``).
     public var notBefore: Date?
+    /// What learning the user's delivery time needs, read for tenants that learn it (nil: fixed times).
+    public var timing: TimingInputs?
 
     public init(
         tenant: TenantID,
@@ -27,7 +29,8 @@ public struct ScheduleEntry: Sendable, Equatable {
         language: String? = nil,
         lifeAreas: LifeAreaScores = .neutral,
         preferences: DeliveryPreferences = .init(),
-        notBefore: Date? = nil
+        notBefore: Date? = nil,
+        timing: TimingInputs? = nil
     ) {
         self.tenant = tenant
         self.user = user
@@ -39,6 +42,7 @@ public struct ScheduleEntry: Sendable, Equatable {
         self.lifeAreas = lifeAreas
         self.preferences = preferences
         self.notBefore = notBefore
+        self.timing = timing
     }
 }
 
@@ -117,7 +121,13 @@ public struct DispatchPlanner: Sendable {
     }
 
     public func schedule(for entry: ScheduleEntry, tenant: Tenant) -> DailySchedule {
-        DailySchedule(user: entry.user, tenant: tenant, preferences: entry.preferences, spreadWindow: spreadWindow)
+        DailySchedule(
+            user: entry.user,
+            tenant: tenant,
+            preferences: entry.preferences,
+            spreadWindow: spreadWindow,
+            timing: entry.timing
+        )
     }
 }
 

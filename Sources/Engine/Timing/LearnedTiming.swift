@@ -128,7 +128,7 @@ public struct SendTimeChoice: Sendable, Equatable {
 
 extension LearnedTiming {
     /// What the scheduler needs to know of a user to choose their day's time.
-    public struct Subject: Sendable {
+    public struct Subject: Sendable, Equatable {
         public var tenant: TenantID
         public var user: UserID
         /// The time the user asked for, or the tenant's default.
@@ -136,8 +136,9 @@ extension LearnedTiming {
         /// Whether the user set it themselves (it is kept unless they opted in).
         public var ownTime: Bool
         public var optedIn: Bool
-        /// The time chosen for their last delivery (the step limit is measured from it); nil: the stated time.
-        public var previous: LocalTime?
+        /// The time of their last delivery, per day kind (the step limit is measured from the one of the day's kind);
+        /// nil: the stated time.
+        public var previous: [LocalTime?]
         public var quietHours: QuietHours?
         public var evidence: ReadEvidence
 
@@ -156,7 +157,7 @@ extension LearnedTiming {
             self.stated = stated
             self.ownTime = ownTime
             self.optedIn = optedIn
-            self.previous = previous
+            self.previous = [previous, previous]
             self.quietHours = quietHours
             self.evidence = evidence
         }
@@ -202,7 +203,7 @@ extension LearnedTiming {
             if draw > best { (target, best) = (candidate, draw) }
         }
         // At most a step from the day before: the candidate within it that is nearest the target.
-        let previous = (subject.previous ?? subject.stated).minuteOfDay
+        let previous = (subject.previous[kind.rawValue] ?? subject.stated).minuteOfDay
         let reachable = candidates.filter { abs($0.minute - previous) <= maximumStepMinutes }
         let chosen =
             reachable.min { abs($0.minute - target.minute) < abs($1.minute - target.minute) }
