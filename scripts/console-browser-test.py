@@ -277,8 +277,9 @@ def run(driver):
     driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/password'] button[type=submit]").click()
     WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
     basic = base64.b64encode(b"browser-anna:anna-new-pass-2").decode()
-    status, _, _ = http("GET", f"/t/{TENANT}/v1/me", auth=False, headers={"Authorization": f"Basic {basic}"})
-    check(status == 200, "the password replaced on the user's page signs in")
+    notices = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "p.notice, p.error")]
+    status, _, body = http("GET", f"/t/{TENANT}/v1/me", auth=False, headers={"Authorization": f"Basic {basic}"})
+    check(status == 200, f"the password replaced on the user's page signs in ({status} {body[:200]!r}; page: {notices})")
     page_checks(driver, "user")
 
     # The tenant's settings: a refused time zone keeps what was typed; then new users start with a welcome and the

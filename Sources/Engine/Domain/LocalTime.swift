@@ -12,6 +12,11 @@ public struct LocalTime: Hashable, Sendable, Codable, Comparable, CustomStringCo
         self.minuteOfDay = minuteOfDay
     }
 
+    /// A minute of the day already known to be in range (clamped to it otherwise).
+    init(clampedMinuteOfDay minute: Int) {
+        self.minuteOfDay = min(max(minute, 0), 1439)
+    }
+
     public init(hour: Int, minute: Int) throws(EngineError) {
         guard (0..<24).contains(hour), (0..<60).contains(minute) else {
             throw EngineError(.invalidInput, "time of day must be between 00:00 and 23:59")

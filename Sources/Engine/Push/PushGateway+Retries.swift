@@ -12,35 +12,27 @@ extension PushGateway {
         return metadata
     }
 
-    /// Sends the batch's resends as they fall due, until none waits. A graceful stop (or cancellation) ends the wait
-    /// at once: the pushes still waiting leave their deliveries unsettled, pushed again by a later sweep or start.
-    nonisolated func resend(
-        _ resends: inout PushResends,
+    /// Settles a batch from its first answers: each round of answers goes through the policy (`judge`), and the
+    /// resends it asks for wait on the clock and go out together as they fall due, until none waits. A graceful stop
+    /// (or cancellation) ends the wait at once: the pushes still waiting leave their deliveries unsettled, pushed
+    /// again by a later sweep or start.
+    nonisolated func settle(
+        _ first: [PushAnswer],
         sends: [(job: Int, push: OutboundPush)],
         jobs: [Job],
         tenant: Tenant,
-        tally: inout BatchTally,
         counts: inout PushStatistics
-    ) async throws {
-        while let due = resends.nextDue {
-            let delay = Duration.seconds(due.timeIntervalSince(clock.now))
-            guard await waitForResends(delay) else { break }
-            let round = resends.takeDue(at: clock.now)
-            if round.isEmpty { continue }
-            guard await permits.acquire(round.count) else {
-                for item in round { tally.unsettled.insert(sends[item.position].job) }
-                break
-            }
-            let held = HeldPlaces(round.count)
-            let permits = self.permits
-            let answers = await transport.send(batch: round.map { sends[$0.position].push }) { _, _ in
-                permits.release(held.take(1))
-            }
-            permits.release(held.takeAll())
+    ) async throws -> BatchTally {
+        var tally = BatchTally(jobs: jobs.count)
+        var resends = PushResends()
+        var answers = first
+        var positions = Array(sends.indices)
+        var attempts = [Int](repeating: 1, count: sends.count)
+        while true {
             try await judge(
                 answers,
-                at: round.map(\.position),
-                attempts: round.map(\.attempt),
+                at: positions,
+                attempts: attempts,
                 sends: sends,
                 jobs: jobs,
                 tenant: tenant,
@@ -48,8 +40,25 @@ extension PushGateway {
                 counts: &counts,
                 resends: &resends
             )
+            guard let due = resends.nextDue,
+                await waitForResends(.seconds(due.timeIntervalSince(clock.now)))
+            else { break }
+            let round = resends.takeDue(at: clock.now)
+            (positions, attempts, answers) = (round.map(\.position), round.map(\.attempt), [])
+            if round.isEmpty { continue }
+            guard await permits.acquire(round.count) else {
+                for item in round { tally.unsettled.insert(sends[item.position].job) }
+                break
+            }
+            let held = HeldPlaces(round.count)
+            let permits = self.permits
+            answers = await transport.send(batch: round.map { sends[$0.position].push }) { _, _ in
+                permits.release(held.take(1))
+            }
+            permits.release(held.takeAll())
         }
         for item in resends.takeAll() { tally.unsettled.insert(sends[item.position].job) }
+        return tally
     }
 
     /// One round of a batch's answers through the outcome policy: accepted pushes and final refusals are settled,

@@ -338,22 +338,7 @@ public actor PushGateway {
                 }
                 permits.release(held.takeAll())
             }
-            var tally = BatchTally(jobs: jobs.count)
-            var resends = PushResends()
-            try await judge(
-                answers,
-                at: Array(sends.indices),
-                attempts: [Int](repeating: 1, count: sends.count),
-                sends: sends,
-                jobs: jobs,
-                tenant: tenant,
-                tally: &tally,
-                counts: &counts,
-                resends: &resends
-            )
-            if !resends.isEmpty {
-                try await resend(&resends, sends: sends, jobs: jobs, tenant: tenant, tally: &tally, counts: &counts)
-            }
+            let tally = try await settle(answers, sends: sends, jobs: jobs, tenant: tenant, counts: &counts)
             let settledAt = Date()
             var lags: [Double] = []
             // `sends` is in job order: each sent job once, in order, skipping a job's further devices.

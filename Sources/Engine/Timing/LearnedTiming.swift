@@ -209,7 +209,7 @@ extension LearnedTiming {
             reachable.min { abs($0.minute - target.minute) < abs($1.minute - target.minute) }
             ?? candidates.min { abs($0.minute - previous) < abs($1.minute - previous) }!
         return SendTimeChoice(
-            time: try! LocalTime(minuteOfDay: chosen.minute),
+            time: LocalTime(clampedMinuteOfDay: chosen.minute),
             reason: .learned(reads: subject.evidence.totalReads, deliveries: deliveries)
         )
     }
@@ -223,7 +223,7 @@ extension LearnedTiming {
         return (0..<TimingSlot.count).map(TimingSlot.init).compactMap { slot in
             let minute = slot == statedSlot ? stated : slot.start.minuteOfDay
             guard abs(minute - stated) <= windowMinutes,
-                !(subject.quietHours?.contains(try! LocalTime(minuteOfDay: minute)) ?? false)
+                !(subject.quietHours?.contains(LocalTime(clampedMinuteOfDay: minute)) ?? false)
             else { return nil }
             return (slot, minute)
         }

@@ -14,7 +14,7 @@ public struct TimingSlot: Hashable, Sendable, Comparable, Codable {
     }
 
     /// The slot's first minute.
-    public var start: LocalTime { try! LocalTime(minuteOfDay: index * 30) }
+    public var start: LocalTime { LocalTime(clampedMinuteOfDay: index * 30) }
 
     public static func < (lhs: TimingSlot, rhs: TimingSlot) -> Bool { lhs.index < rhs.index }
 }
