@@ -19,6 +19,7 @@ from selenium.common.exceptions import NoAlertPresentException, NoSuchElementExc
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["CONSOLE_URL"].rstrip("/")
@@ -41,6 +42,16 @@ def check(condition, what):
         print(f"FAILED: {what}", flush=True)
         sys.exit(1)
     print(f"ok: {what}", flush=True)
+
+
+def submit(driver, button, shown):
+    """Clicks a form's button and waits for the page the post leads to, not the one it was on, to show `shown`:
+    the page before often shows a notice of its own, and a check made on it would race the post (a password check
+    failed so under a loaded machine)."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    button.click()
+    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(page))
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, shown))
 
 
 def http(method, path, body=None, headers=None, auth=True):
@@ -256,26 +267,22 @@ def run(driver):
           "the user's page lists the delivery made over the admin API")
     driver.execute_script("document.getElementById('user-delivery').value = '09:30'")
     driver.execute_script("document.getElementById('user-quiet-start').value = '22:00'")
-    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/settings'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/settings'] button[type=submit]"), "p.notice, p.error")
     check("both ends of the quiet hours" in driver.find_element(By.CSS_SELECTOR, "p.error").text,
           "a quiet-hours window with one end is refused with the reason")
     driver.execute_script("document.getElementById('user-delivery').value = '09:30'")
     driver.execute_script("document.getElementById('user-quiet-start').value = ''")
-    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/settings'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/settings'] button[type=submit]"), "p.notice")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna")
     check(status == 200 and json.loads(body)["preferences"].get("deliveryTime") == "09:30",
           "the user's delivery time is saved from their page")
     Select(driver.find_element(By.ID, "user-impulse")).select_by_value(IMPULSE)
-    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/deliver'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/deliver'] button[type=submit]"), "p.notice, p.error")
     check(f"{IMPULSE} is delivered to browser-anna" in driver.page_source, "an impulse is delivered from the user's page")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna/deliveries")
     check(status == 200 and len(json.loads(body)["items"]) == 2, "the ledger holds the second delivery")
     driver.find_element(By.ID, "user-password").send_keys("anna-new-pass-2")
-    driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/password'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/password'] button[type=submit]"), "p.notice, p.error")
     basic = base64.b64encode(b"browser-anna:anna-new-pass-2").decode()
     notices = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "p.notice, p.error")]
     status, _, body = http("GET", f"/t/{TENANT}/v1/me", auth=False, headers={"Authorization": f"Basic {basic}"})
@@ -288,8 +295,7 @@ def run(driver):
     zone = driver.find_element(By.ID, "settings-zone")
     zone.clear()
     zone.send_keys("Mars/Base")
-    driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]"), "p.notice, p.error")
     check(driver.find_elements(By.CSS_SELECTOR, "p.error") != []
           and driver.find_element(By.ID, "settings-zone").get_attribute("value") == "Mars/Base",
           "a refused setting is shown with its reason and keeps what was typed")
@@ -298,8 +304,7 @@ def run(driver):
     zone.send_keys("Europe/Berlin")
     Select(driver.find_element(By.ID, "settings-first")).select_by_value("immediate")
     driver.find_element(By.ID, "weekday-7").click()
-    driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]"), "p.notice, p.error")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/tenant")
     tenant = json.loads(body)
     check(status == 200 and tenant["firstDelivery"] == "immediate" and tenant["weekdays"] == [1, 2, 3, 4, 5, 6],
@@ -355,8 +360,7 @@ def run(driver):
     driver.get(CONSOLE + "/media")
     check(labelled(driver) == [], "the media page's controls are labelled")
     driver.find_element(By.ID, "file").send_keys(image)
-    driver.find_element(By.CSS_SELECTOR, "form[enctype='multipart/form-data'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[enctype='multipart/form-data'] button[type=submit]"), "p.notice, p.error")
     check(f"{IMPULSE}.jpg is uploaded" in driver.page_source, "a JPEG uploads from the browser")
     shot(driver, "media")
     status, _, _ = http("GET", f"/media/{TENANT}/{IMPULSE}.jpg", auth=False)
@@ -365,8 +369,7 @@ def run(driver):
     title = driver.find_element(By.ID, "title")
     title.clear()
     title.send_keys("Edited <em>in</em> the browser")
-    driver.find_element(By.CSS_SELECTOR, "main form button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "main form button[type=submit]"), "p.notice, p.error")
     check(f"{IMPULSE} is saved" in driver.page_source, "the edited impulse saves")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/impulses/{IMPULSE}")
     check(json.loads(body).get("title") == "Edited <em>in</em> the browser", "the admin API shows the new title")
@@ -378,8 +381,7 @@ def run(driver):
     driver.get(CONSOLE + "/webhooks")
     driver.find_element(By.ID, "webhook-url").send_keys("https://hooks.example.com/impulse")
     driver.find_element(By.ID, "event-user-deleted").click()  # every event is ticked at first: leave one out
-    driver.find_element(By.CSS_SELECTOR, f"form[action$='/console/webhooks'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, f"form[action$='/console/webhooks'] button[type=submit]"), "p.notice, p.error")
     notice = driver.find_element(By.CSS_SELECTOR, "p.notice, p.error").text
     check("signing secret is whsec_" in notice, f"a registered webhook shows its secret once ({notice[:80]})")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/webhooks")
@@ -437,8 +439,7 @@ def run(driver):
                          ("tenant-topic", "com.browser.impulse"), ("admin-username", "chief"),
                          ("admin-password", "chief-pass-1")]:
         driver.find_element(By.ID, field).send_keys(value)
-    driver.find_element(By.CSS_SELECTOR, "form[action='/console/tenants'] button[type=submit]").click()
-    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "p.notice, p.error"))
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action='/console/tenants'] button[type=submit]"), "p.notice, p.error")
     check("chief signs in at /t/browser-co/console" in driver.page_source, "an operator creates a tenant and its admin")
     page_checks(driver, "tenants")
     driver.find_element(By.CSS_SELECTOR, "form[action='/console/tenants/browser-co/suspended'] button").click()
