@@ -261,8 +261,9 @@ struct LearnedTimingTests {
     )
     func simulatedReaders() {
         let seed = UInt64(ProcessInfo.processInfo.environment["TIMING_SEED"] ?? "") ?? 36
-        let (early, late, quiet) = Self.simulate(readers: 1000, days: 60, seed: seed)
-        print("learned timing, model alone, 1000 readers, seed \(seed): days 1-7 \(early); days 22-60 \(late)")
+        let readers = Int(ProcessInfo.processInfo.environment["TIMING_READERS"] ?? "") ?? 1000
+        let (early, late, quiet) = Self.simulate(readers: readers, days: 60, seed: seed)
+        print("learned timing, model alone, \(readers) readers, seed \(seed): days 1-7 \(early); days 22-60 \(late)")
         #expect(late.learned >= 0.9 * late.oracle, "\(late)")
         #expect(late.learned >= 1.15 * late.fixed, "\(late)")
         #expect(early.learned >= 0.98 * early.fixed, "\(early)")

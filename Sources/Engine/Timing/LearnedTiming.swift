@@ -64,9 +64,9 @@ public struct PopulationPrior: Sendable, Equatable {
     /// `[kind][slot]`: the read-within-the-hour rate.
     public let rates: [[Double]]
 
-    /// From the tenant's users' evidence summed; a slot without evidence gets the population's overall rate (a
-    /// tenant without any, 0.5: nothing is known).
-    public init(_ population: ReadEvidence) {
+    /// From the tenant's users' evidence summed, smoothed as a user's is; a slot without evidence gets the
+    /// population's overall rate (a tenant without any, 0.5: nothing is known).
+    public init(_ population: ReadEvidence, smoothingMinutes: Double = LearnedTiming().smoothingMinutes) {
         let overall: Double = {
             let reads = population.reads.joined().reduce(0, +)
             let all = reads + population.misses.joined().reduce(0, +)
@@ -75,26 +75,24 @@ public struct PopulationPrior: Sendable, Equatable {
         rates = DayKind.allCases.map { kind in
             let (reads, misses) = population.counts(kind)
             // Smoothed over neighbouring slots, and pulled toward the overall rate by a few deliveries' weight.
-            let smoothedReads = Self.smooth(reads)
-            let smoothedMisses = Self.smooth(misses)
+            let kernel = Self.kernel(sigmaMinutes: smoothingMinutes)
+            let smoothedReads = Self.smooth(reads, kernel: kernel)
+            let smoothedMisses = Self.smooth(misses, kernel: kernel)
             return (0..<TimingSlot.count).map { slot in
                 (smoothedReads[slot] + 2 * overall) / (smoothedReads[slot] + smoothedMisses[slot] + 2)
             }
         }
     }
 
-    /// Neighbouring half hours share what they show: reading habits are smooth over the day. Weights 1, 0.5 and
-    /// 0.15 for the slot, its neighbours and theirs.
-    static let kernel: [Double] = [0.15, 0.5, 1, 0.5, 0.15]
-
-    /// A Gaussian's weights over half hours, 1 at the centre, out to three sigmas.
+    /// Neighbouring half hours share what they show (reading habits are smooth over the day): a Gaussian's weights
+    /// over half hours, 1 at the centre, out to three sigmas.
     static func kernel(sigmaMinutes: Double) -> [Double] {
         let sigma = max(sigmaMinutes / 30, 0.01)
         let radius = Int((3 * sigma).rounded(.down))
         return (-radius...radius).map { exp(-Double($0 * $0) / (2 * sigma * sigma)) }
     }
 
-    static func smooth(_ values: [Double], kernel: [Double] = kernel) -> [Double] {
+    static func smooth(_ values: [Double], kernel: [Double]) -> [Double] {
         (0..<values.count).map { slot in
             var sum = 0.0
             for (offset, weight) in kernel.enumerated() {
