@@ -15,11 +15,15 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["CONSOLE_URL"].rstrip("/")
@@ -48,9 +52,19 @@ def submit(driver, button, shown):
     """Clicks a form's button and waits for the page the post leads to, not the one it was on, to show `shown`:
     the page before often shows a notice of its own, and a check made on it would race the post (a password check
     failed so under a loaded machine)."""
-    page = driver.find_element(By.TAG_NAME, "html")
+    # A mark on the window, which the next page does not have. Selenium's staleness_of asks the old page's element,
+    # and Chromium may answer that with "node does not belong to the document" instead of "stale" mid-navigation (a
+    # CI run failed so); a script's answer during the navigation is an error too, which means "not yet".
+    driver.execute_script("window.impulseBeforePost = true")
     button.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(page))
+
+    def left(d):
+        try:
+            return d.execute_script("return window.impulseBeforePost !== true && document.readyState === 'complete'")
+        except WebDriverException:
+            return False
+
+    WebDriverWait(driver, 20).until(left)
     WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, shown))
 
 
