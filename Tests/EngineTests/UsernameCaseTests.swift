@@ -1,5 +1,7 @@
 import Foundation
+import GRDB
 import Logging
+import PostgresNIO
 import TestSupport
 import Testing
 
@@ -81,19 +83,28 @@ struct UsernameCaseTests {
     )
     func twinsBeforeTheRule(_ kind: StoreKind) async throws {
         let store: any BrokerStore
+        // The tenant as that release wrote it: this release's insert names columns added later.
+        let tenantRow = """
+            INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
+                max_pushes_per_day, apns_topic, created_at) VALUES ('acme', 'Acme', 'EN', 'UTC', 480, 1, 't', 0)
+            """
         switch kind {
         case .sqlite:
             let path = try MigrationTests.sqliteFile(upTo: "v17-first-delivery")
-            store = try await SQLiteStore(configuration: .init(path: path, migrations: .leave), logger: Self.logger)
+            let old = try await SQLiteStore(configuration: .init(path: path, migrations: .leave), logger: Self.logger)
+            try await old.write { db in try db.execute(sql: tenantRow) }
+            store = old
         case .postgres:
             var configuration = try PostgresStoreConfiguration(url: try await PostgresTestDatabases.make())
             configuration.migrations = .leave
             let old = try await PostgresStore(configuration: configuration, logger: Self.logger)
             try await old.migrate(upTo: 15)
+            try await old.write { connection in
+                try await connection.query(PostgresQuery(unsafeSQL: tenantRow), logger: Self.logger)
+            }
             store = old
         }
         let acme = try TenantID("acme")
-        try await store.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "t"))
         var made: [String: UserID] = [:]
         for name in ["anna", "bob", "ANNA", "Anna", "carl"] {
             made[name] = try await store.createUser(try NewUser(tenant: acme, username: name, passwordHash: "x")).id

@@ -89,8 +89,8 @@ public protocol AdministrationStore: Sendable {
 public enum DueIndexChange: Sendable, Equatable {
     /// Suspended: every row leaves the index (fire time NULL) until the tenant is resumed.
     case park
-    /// Resumed, or a new default time zone, delivery time, quiet hours or programme days: every row is planned
-    /// again (fire time 0).
+    /// Resumed, or a new default time zone, delivery time, quiet hours, programme days or learned-time settings:
+    /// every row is planned again (fire time 0).
     case plan
 
     /// The change from `before` to `after`, or nil when the rows stay as they are.
@@ -103,6 +103,7 @@ public enum DueIndexChange: Sendable, Equatable {
         let moved =
             before.defaultTimeZone != after.defaultTimeZone || before.defaultDeliveryTime != after.defaultDeliveryTime
             || before.defaultQuietHours != after.defaultQuietHours || before.weekdays != after.weekdays
+            || before.learnedTiming != after.learnedTiming
         guard before.suspended || moved else { return nil }
         self = .plan
     }

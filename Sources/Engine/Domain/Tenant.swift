@@ -27,7 +27,7 @@ public struct Tenant: Sendable, Equatable {
     /// When users created through administration start: their next delivery time, or a welcome impulse.
     public var firstDelivery: FirstDelivery
     /// Learned delivery times (off unless the tenant turns them on).
-    public var learnedTiming = LearnedTiming()
+    public var learnedTiming: LearnedTiming
     public var createdAt: Date
 
     public init(
@@ -45,6 +45,7 @@ public struct Tenant: Sendable, Equatable {
         suspended: Bool = false,
         adminsManageAPNsCredentials: Bool = false,
         firstDelivery: FirstDelivery = .nextDeliveryTime,
+        learnedTiming: LearnedTiming = LearnedTiming(),
         createdAt: Date = Date()
     ) throws(EngineError) {
         guard !name.isEmpty, name.count <= 200 else {
@@ -74,6 +75,7 @@ public struct Tenant: Sendable, Equatable {
         self.suspended = suspended
         self.adminsManageAPNsCredentials = adminsManageAPNsCredentials
         self.firstDelivery = firstDelivery
+        self.learnedTiming = learnedTiming
         self.createdAt = createdAt
     }
 }
@@ -108,6 +110,8 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
     public var adminsManageAPNsCredentials: Bool?
     /// `next-delivery-time` or `immediate`: when users created through administration start.
     public var firstDelivery: String?
+    /// Learned delivery times: any of `enabled`, `windowMinutes` and `holdoutShare`.
+    public var learnedTiming: LearnedTimingChanges?
 
     public init(
         name: String? = nil,
@@ -122,7 +126,8 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         pushExpiry: String? = nil,
         suspended: Bool? = nil,
         adminsManageAPNsCredentials: Bool? = nil,
-        firstDelivery: String? = nil
+        firstDelivery: String? = nil,
+        learnedTiming: LearnedTimingChanges? = nil
     ) {
         self.name = name
         self.defaultLanguage = defaultLanguage
@@ -137,6 +142,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
         self.suspended = suspended
         self.adminsManageAPNsCredentials = adminsManageAPNsCredentials
         self.firstDelivery = firstDelivery
+        self.learnedTiming = learnedTiming
     }
 
     /// Whether these settings touch only the programme (what its admins may change): not the name, the APNs
@@ -177,7 +183,42 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             suspended: suspended ?? tenant.suspended,
             adminsManageAPNsCredentials: adminsManageAPNsCredentials ?? tenant.adminsManageAPNsCredentials,
             firstDelivery: start ?? tenant.firstDelivery,
+            learnedTiming: try learnedTiming?.apply(to: tenant.learnedTiming) ?? tenant.learnedTiming,
             createdAt: tenant.createdAt
         )
+    }
+}
+
+/// Changes to a tenant's learned delivery times: the members given replace the tenant's.
+public struct LearnedTimingChanges: Sendable, Equatable, Decodable {
+    public var enabled: Bool?
+    /// How far from the stated time the impulse may move, either way: 30-360 minutes.
+    public var windowMinutes: Int?
+    /// The share of users kept on fixed times to measure the effect: 0-0.5.
+    public var holdoutShare: Double?
+
+    public init(enabled: Bool? = nil, windowMinutes: Int? = nil, holdoutShare: Double? = nil) {
+        self.enabled = enabled
+        self.windowMinutes = windowMinutes
+        self.holdoutShare = holdoutShare
+    }
+
+    /// The settings with these changes, checked; nothing changes if one is invalid.
+    public func apply(to timing: LearnedTiming) throws(EngineError) -> LearnedTiming {
+        var timing = timing
+        if let windowMinutes {
+            guard LearnedTiming.windowRange.contains(windowMinutes) else {
+                throw EngineError(.invalidInput, "learnedTiming.windowMinutes must be 30-360")
+            }
+            timing.windowMinutes = windowMinutes
+        }
+        if let holdoutShare {
+            guard holdoutShare.isFinite, LearnedTiming.holdoutRange.contains(holdoutShare) else {
+                throw EngineError(.invalidInput, "learnedTiming.holdoutShare must be 0-0.5")
+            }
+            timing.holdoutShare = holdoutShare
+        }
+        if let enabled { timing.enabled = enabled }
+        return timing
     }
 }

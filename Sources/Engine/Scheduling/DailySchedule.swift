@@ -82,7 +82,7 @@ public struct DailySchedule: Sendable, Equatable {
     /// or the date does not exist in the zone).
     public func fireInstant(for date: LocalDate) -> Date? {
         guard weekdays.contains(date.isoWeekday) else { return nil }
-        var wall = learned?.time(for: date) ?? deliveryTime
+        var wall = wallTime(for: date)
         var day = date
         if let quietHours, quietHours.contains(wall) {
             if quietHours.end < wall { day = day.adding(days: 1) }
@@ -90,6 +90,11 @@ public struct DailySchedule: Sendable, Equatable {
         }
         guard let instant = resolve(day, wall) else { return nil }
         return instant.addingTimeInterval(Double(spreadSeconds))
+    }
+
+    /// The day's delivery time before quiet hours: the learned one, or the stated one.
+    public func wallTime(for date: LocalDate) -> LocalTime {
+        learned?.time(for: date) ?? deliveryTime
     }
 
     /// The first delivery date after `last` whose instant is not before `earliest`, with that instant.

@@ -107,7 +107,7 @@ public struct DispatchPlanner: Sendable {
         }
         switch action {
         case .deliver(let date, let next):
-            let deferred = schedule.quietHours?.contains(schedule.deliveryTime) ?? false
+            let deferred = schedule.quietHours?.contains(schedule.wallTime(for: date)) ?? false
             return DayTally(
                 date: date,
                 deferredByQuietHours: deferred,

@@ -13,6 +13,8 @@ public struct ScheduleUpdate: Sendable, Equatable {
     /// What the decision adds to the day-level report, counted when it is committed: with the delivery when it is
     /// new, or (without one) when the row moved.
     public var tally: DayTally?
+    /// The user's learned-time state after this decision (tenants that learn times only).
+    public var timing: TimingWrite?
 
     public init(
         tenant: TenantID,
@@ -20,7 +22,8 @@ public struct ScheduleUpdate: Sendable, Equatable {
         expectedFireAt: Date,
         delivery: NewDelivery?,
         next: PlannedFire?,
-        tally: DayTally? = nil
+        tally: DayTally? = nil,
+        timing: TimingWrite? = nil
     ) {
         self.tenant = tenant
         self.user = user
@@ -28,6 +31,7 @@ public struct ScheduleUpdate: Sendable, Equatable {
         self.delivery = delivery
         self.next = next
         self.tally = tally
+        self.timing = timing
     }
 }
 

@@ -58,3 +58,4 @@ extension ScheduleStore {
 /// What the scheduler reads and writes: the due index, reminders, the catalog and tenants to decide with, and
 /// the push targets it reads ahead for the gateway.
 public typealias SchedulerStore = ScheduleStore & ReminderStore & CatalogStore & TenantStore & PushTargetStore
+    & TimingStore

@@ -337,8 +337,12 @@ public actor Scheduler {
         // Each tenant is resolved once per batch, not once per due row: a `Tenant` is a dozen strings, and copying
         // it (with its catalog) for each of thousands of rows showed in the burst's profile.
         var resolved: [TenantID: (tenant: Tenant, catalog: CatalogIndex)?] = [:]
+        for entry in due where resolved[entry.tenant] == nil {
+            resolved[entry.tenant] = .some(try await tenantState(entry.tenant))
+        }
+        // Tenants that learn delivery times: each row gets its user's state, with the days since folded in.
+        let (due, folded) = try await learnedTiming(due, tenants: resolved.compactMapValues { $0?.tenant }, now: now)
         for entry in due {
-            if resolved[entry.tenant] == nil { resolved[entry.tenant] = .some(try await tenantState(entry.tenant)) }
             guard let tenant = (resolved[entry.tenant] ?? nil)?.tenant else {
                 updates.append(.move(entry, to: nil))
                 continue
@@ -413,8 +417,81 @@ public actor Scheduler {
                 )
             }
         }
+        if !folded.isEmpty {
+            let entries = Dictionary(due.map { ($0.user, $0) }, uniquingKeysWith: { $1 })
+            for index in updates.indices {
+                let update = updates[index]
+                guard let write = folded[update.user], let entry = entries[update.user],
+                    let tenant = (resolved[update.tenant] ?? nil)?.tenant
+                else { continue }
+                updates[index].timing = Self.timingWrite(write, entry, update.next, planner, tenant)
+            }
+        }
         let dueAt = Dictionary(due.map { ($0.user, $0.fireAt) }, uniquingKeysWith: min)
         return Decided(updates: updates, statistics: statistics, dueAt: dueAt)
+    }
+
+    /// Reads the learned-time state of the rows whose tenants learn times, folds the days that ended into it, and
+    /// gives each row its ``TimingInputs``. Returns the rows and, by user, the folded state with what it added.
+    private func learnedTiming(
+        _ due: [ScheduleEntry],
+        tenants: [TenantID: Tenant],
+        now: Date
+    ) async throws -> ([ScheduleEntry], [UserID: TimingWrite]) {
+        let learning = Set(tenants.values.filter(\.learnedTiming.enabled).map(\.id))
+        guard due.contains(where: { learning.contains($0.tenant) }) else { return (due, [:]) }
+        var due = due
+        var folded: [UserID: TimingWrite] = [:]
+        // A tenant that starts learning learns from the last eight weeks of its ledger.
+        let since = LocalDate(instant: now.timeIntervalSince1970, offsetSeconds: 0).adding(days: -57)
+        for tenantID in learning {
+            guard let tenant = tenants[tenantID] else { continue }
+            let indices = due.indices.filter { due[$0].tenant == tenantID }
+            let batch = try await store.timingBatch(
+                tenant: tenantID,
+                users: indices.map { due[$0].user },
+                since: since
+            )
+            let prior = PopulationPrior(batch.population, smoothingMinutes: tenant.learnedTiming.smoothingMinutes)
+            for index in indices {
+                let entry = due[index]
+                let zone = planner.schedule(for: entry, tenant: tenant).timeZone
+                let today = LocalDate(
+                    instant: now.timeIntervalSince1970,
+                    offsetSeconds: zone.secondsFromGMT(for: now)
+                )
+                // A day is folded in once it is over: before the day being delivered, and before today.
+                let cutoff = min(today, entry.localDate ?? today)
+                let (timing, added) = (batch.users[entry.user] ?? UserTiming()).folding(
+                    batch.outcomes[entry.user] ?? [],
+                    before: cutoff,
+                    in: zone
+                )
+                folded[entry.user] = TimingWrite(timing: timing, added: added)
+                due[index].timing = TimingInputs(
+                    evidence: timing.evidence,
+                    previous: timing.previous,
+                    optedIn: timing.optedIn,
+                    prior: prior
+                )
+            }
+        }
+        return (due, folded)
+    }
+
+    /// A row's learned-time write: the folded state, and the day it moves to planned at the model's time.
+    static func timingWrite(
+        _ folded: TimingWrite,
+        _ entry: ScheduleEntry,
+        _ next: PlannedFire?,
+        _ planner: DispatchPlanner,
+        _ tenant: Tenant
+    ) -> TimingWrite {
+        var write = folded
+        if let next, let learned = planner.schedule(for: entry, tenant: tenant).learned {
+            write.timing = write.timing.planning(next.date, learned.choice(for: next.date))
+        }
+        return write
     }
 
     /// Commits a batch's decisions in one transaction, then hands its new deliveries to the push gateway.

@@ -49,7 +49,7 @@ extension SQLiteStore {
                     UPDATE tenants SET name = ?, default_language = ?, default_time_zone = ?,
                         default_delivery_minute = ?, max_pushes_per_day = ?, apns_topic = ?, push_expiry = ?,
                         suspended = ?, default_quiet_start = ?, default_quiet_end = ?, weekdays = ?,
-                        apns_environment = ?, admins_manage_apns = ?, first_delivery = ?
+                        apns_environment = ?, admins_manage_apns = ?, first_delivery = ?, learned_timing = ?
                     WHERE id = ?
                     """,
                 arguments: [
@@ -57,7 +57,7 @@ extension SQLiteStore {
                     tenant.maxPushesPerDay, tenant.apnsTopic, tenant.pushExpiry.rawValue, tenant.suspended,
                     tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
                     tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.adminsManageAPNsCredentials,
-                    tenant.firstDelivery.rawValue,
+                    tenant.firstDelivery.rawValue, try StoredForm.encode(tenant.learnedTiming),
                     tenant.id.rawValue,
                 ]
             )

@@ -164,6 +164,7 @@ extension SQLiteStore {
                 }
             }
             tally.assigned(recorded)
+            try self.writeTimings(updates, db)
             try self.recordEngagement(tally, db)
             try self.apply(.deliveriesRecorded(recorded), db)
             return recorded

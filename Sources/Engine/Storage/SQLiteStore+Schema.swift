@@ -453,6 +453,37 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v22-learned-timing") { db in
+            // Learned delivery times (issue 36): a tenant's settings (NULL: off), each user's state and each
+            // tenant's population. A nullable column and tables of their own: the previous release's nodes never
+            // read them, and their erasures remove a user's state through the foreign key.
+            try db.execute(
+                sql: """
+                    ALTER TABLE tenants ADD COLUMN learned_timing TEXT;
+                    CREATE TABLE user_timing (
+                        user_id INTEGER PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        tenant_id TEXT NOT NULL,
+                        opted_in INTEGER NOT NULL DEFAULT 0,
+                        evidence TEXT,
+                        folded_through TEXT,
+                        previous_weekday INTEGER,
+                        previous_weekend INTEGER,
+                        planned_date TEXT,
+                        planned_minute INTEGER,
+                        planned_reason TEXT,
+                        version INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE timing_population (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        kind INTEGER NOT NULL,
+                        slot INTEGER NOT NULL,
+                        reads REAL NOT NULL DEFAULT 0,
+                        misses REAL NOT NULL DEFAULT 0,
+                        PRIMARY KEY (tenant_id, kind, slot)
+                    );
+                    """
+            )
+        }
         return migrator
     }
 

@@ -14,8 +14,8 @@ extension SQLiteStore {
             sql: """
                 INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
                     max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
-                    default_quiet_end, weekdays, apns_environment, admins_manage_apns, first_delivery)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    default_quiet_end, weekdays, apns_environment, admins_manage_apns, first_delivery, learned_timing)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 tenant.id.rawValue, tenant.name, tenant.defaultLanguage, tenant.defaultTimeZone,
@@ -23,7 +23,7 @@ extension SQLiteStore {
                 tenant.createdAt.unixSeconds, tenant.pushExpiry.rawValue, tenant.suspended,
                 tenant.defaultQuietHours?.start.minuteOfDay, tenant.defaultQuietHours?.end.minuteOfDay,
                 tenant.weekdays.mask, tenant.apnsEnvironment?.rawValue, tenant.adminsManageAPNsCredentials,
-                tenant.firstDelivery.rawValue,
+                tenant.firstDelivery.rawValue, try StoredForm.encode(tenant.learnedTiming),
             ]
         )
     }
@@ -228,6 +228,7 @@ extension SQLiteStore {
             adminsManageAPNsCredentials: row["admins_manage_apns"],
             firstDelivery: (row["first_delivery"] as String?).flatMap(FirstDelivery.init(rawValue:))
                 ?? .nextDeliveryTime,
+            learnedTiming: StoredForm.learnedTiming(row["learned_timing"]),
             createdAt: Date(unixSeconds: row["created_at"])
         )
     }

@@ -66,6 +66,26 @@ public enum StoredForm {
         try JSONDecoder().decode([String].self, from: Data(text.utf8))
     }
 
+    /// A user's learned-time evidence, as JSON.
+    public static func encode(_ evidence: ReadEvidence) throws -> String {
+        String(decoding: try JSONEncoder().encode(evidence), as: UTF8.self)
+    }
+
+    public static func evidence(_ text: String) throws -> ReadEvidence {
+        try JSONDecoder().decode(ReadEvidence.self, from: Data(text.utf8))
+    }
+
+    /// A tenant's learned-time settings, as JSON (NULL: the defaults, off).
+    public static func encode(_ timing: LearnedTiming) throws -> String? {
+        timing == LearnedTiming() ? nil : String(decoding: try JSONEncoder().encode(timing.settings), as: UTF8.self)
+    }
+
+    public static func learnedTiming(_ text: String?) -> LearnedTiming {
+        guard let text, let settings = try? JSONDecoder().decode(LearnedTiming.Settings.self, from: Data(text.utf8))
+        else { return LearnedTiming() }
+        return LearnedTiming(settings: settings)
+    }
+
     /// A change feed entry's subject as its `kind` and `subject` columns.
     public static func encode(_ subject: StoreChange.Subject) -> (kind: String, value: String) {
         switch subject {

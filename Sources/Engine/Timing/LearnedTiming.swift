@@ -51,6 +51,26 @@ public struct LearnedTiming: Sendable, Equatable, Codable {
         self.smoothingMinutes = smoothingMinutes
     }
 
+    /// What an operator sets (the admin API, the CLI, the console); the rest are the model's constants.
+    public struct Settings: Sendable, Equatable, Codable {
+        public var enabled: Bool
+        public var windowMinutes: Int
+        public var holdoutShare: Double
+    }
+
+    public var settings: Settings {
+        Settings(enabled: enabled, windowMinutes: windowMinutes, holdoutShare: holdoutShare)
+    }
+
+    public init(settings: Settings) {
+        self.init(enabled: settings.enabled, windowMinutes: settings.windowMinutes, holdoutShare: settings.holdoutShare)
+    }
+
+    /// The window an operator may set: half an hour to six hours either way.
+    public static let windowRange = 30...360
+    /// The holdout share an operator may set: none to half the users.
+    public static let holdoutRange = 0.0...0.5
+
     /// Whether a user is in the holdout: a stable draw from the tenant and user, the same on every node.
     public func isHoldout(tenant: TenantID, user: UserID) -> Bool {
         guard holdoutShare > 0 else { return false }

@@ -34,8 +34,8 @@ public enum DayKind: Int, Sendable, CaseIterable, Codable {
 /// hour and how many were not. Counts, not probabilities: they are the Beta evidence the model adds to its prior.
 public struct ReadEvidence: Sendable, Equatable, Codable {
     /// `[kind][slot]`.
-    public private(set) var reads: [[Double]]
-    public private(set) var misses: [[Double]]
+    public internal(set) var reads: [[Double]]
+    public internal(set) var misses: [[Double]]
 
     public init() {
         reads = Array(repeating: Array(repeating: 0, count: TimingSlot.count), count: DayKind.allCases.count)

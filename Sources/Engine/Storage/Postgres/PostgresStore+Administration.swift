@@ -60,7 +60,8 @@ extension PostgresStore {
                     default_quiet_end = \(tenant.defaultQuietHours?.end.minuteOfDay),
                     weekdays = \(tenant.weekdays.mask), apns_environment = \(tenant.apnsEnvironment?.rawValue),
                     admins_manage_apns = \(tenant.adminsManageAPNsCredentials),
-                    first_delivery = \(tenant.firstDelivery.rawValue)
+                    first_delivery = \(tenant.firstDelivery.rawValue),
+                    learned_timing = \(try StoredForm.encode(tenant.learnedTiming))
                 WHERE id = \(tenant.id.rawValue)
                 """,
                 logger

@@ -134,5 +134,40 @@ extension PostgresStore {
                 """,
             ]
         ),
+        Migration(
+            version: 20,
+            name: "learned-timing",
+            statements: [
+                // Learned delivery times (issue 36): a tenant's settings (NULL: off), each user's state and each
+                // tenant's population. A nullable column and tables of their own: the previous release's nodes
+                // never read them, and their erasures remove a user's state through the foreign key.
+                "ALTER TABLE tenants ADD COLUMN learned_timing text",
+                """
+                CREATE TABLE user_timing (
+                    user_id bigint PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+                    tenant_id text NOT NULL,
+                    opted_in boolean NOT NULL DEFAULT false,
+                    evidence text,
+                    folded_through text,
+                    previous_weekday integer,
+                    previous_weekend integer,
+                    planned_date text,
+                    planned_minute integer,
+                    planned_reason text,
+                    version bigint NOT NULL DEFAULT 0
+                )
+                """,
+                """
+                CREATE TABLE timing_population (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    kind integer NOT NULL,
+                    slot integer NOT NULL,
+                    reads double precision NOT NULL DEFAULT 0,
+                    misses double precision NOT NULL DEFAULT 0,
+                    PRIMARY KEY (tenant_id, kind, slot)
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -34,6 +34,7 @@ extension PostgresStore {
                 ("created_at", .real), ("push_expiry", .text), ("suspended", .boolean),
                 ("default_quiet_start", .integer), ("default_quiet_end", .integer), ("weekdays", .integer),
                 ("apns_environment", .text), ("admins_manage_apns", .boolean), ("first_delivery", .text),
+                ("learned_timing", .text),
             ]
         ),
         ("apns_credentials", credentialColumns),
@@ -107,6 +108,19 @@ extension PostgresStore {
                 ("user_id", .integer), ("tenant_id", .text), ("fire_at", .real), ("local_date", .text),
                 ("last_date", .text), ("not_before", .real),
             ]
+        ),
+        (
+            "user_timing",
+            [
+                ("user_id", .integer), ("tenant_id", .text), ("opted_in", .boolean), ("evidence", .text),
+                ("folded_through", .text), ("previous_weekday", .integer), ("previous_weekend", .integer),
+                ("planned_date", .text), ("planned_minute", .integer), ("planned_reason", .text),
+                ("version", .integer),
+            ]
+        ),
+        (
+            "timing_population",
+            [("tenant_id", .text), ("kind", .integer), ("slot", .integer), ("reads", .real), ("misses", .real)]
         ),
         (
             "reminders",

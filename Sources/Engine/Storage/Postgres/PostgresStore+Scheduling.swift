@@ -141,6 +141,7 @@ extension PostgresStore {
                 }
             }
             tally.assigned(recorded)
+            try await self.writeTimings(updates, connection)
             try await self.recordEngagement(tally, connection)
             // Last, as every write takes it (StoreDuties): the report rows above, then the change feed's lock.
             try await self.apply(.deliveriesRecorded(recorded), connection)

@@ -14,13 +14,13 @@ extension PostgresStore {
             """
             INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
                 max_pushes_per_day, apns_topic, created_at, push_expiry, suspended, default_quiet_start,
-                default_quiet_end, weekdays, apns_environment, admins_manage_apns, first_delivery)
+                default_quiet_end, weekdays, apns_environment, admins_manage_apns, first_delivery, learned_timing)
             VALUES (\(tenant.id.rawValue), \(tenant.name), \(tenant.defaultLanguage), \(tenant.defaultTimeZone),
                 \(tenant.defaultDeliveryTime.minuteOfDay), \(tenant.maxPushesPerDay), \(tenant.apnsTopic),
                 \(tenant.createdAt.unixSeconds), \(tenant.pushExpiry.rawValue), \(tenant.suspended),
                 \(tenant.defaultQuietHours?.start.minuteOfDay), \(tenant.defaultQuietHours?.end.minuteOfDay),
                 \(tenant.weekdays.mask), \(tenant.apnsEnvironment?.rawValue), \(tenant.adminsManageAPNsCredentials),
-                \(tenant.firstDelivery.rawValue))
+                \(tenant.firstDelivery.rawValue), \(try StoredForm.encode(tenant.learnedTiming)))
             """,
             logger
         )
@@ -29,7 +29,7 @@ extension PostgresStore {
     static let tenantColumns = """
         id, name, default_language, default_time_zone, default_delivery_minute, max_pushes_per_day, apns_topic,
             push_expiry, created_at, suspended, default_quiet_start, default_quiet_end, weekdays, apns_environment,
-            admins_manage_apns, first_delivery
+            admins_manage_apns, first_delivery, learned_timing
         """
 
     public func tenant(_ id: TenantID) async throws -> Tenant? {
@@ -276,6 +276,7 @@ extension PostgresStore {
             adminsManageAPNsCredentials: row.at(14),
             firstDelivery: (try row.at(15, as: String?.self)).flatMap(FirstDelivery.init(rawValue:))
                 ?? .nextDeliveryTime,
+            learnedTiming: StoredForm.learnedTiming(try row.at(16, as: String?.self)),
             createdAt: Date(unixSeconds: row.at(8))
         )
     }

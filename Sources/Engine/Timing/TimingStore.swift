@@ -1,0 +1,35 @@
+import Foundation
+
+/// Learned delivery times' storage: the scheduler's reads and the user's own state (issue 36).
+public protocol TimingStore: Sendable {
+    /// For a batch's users of a tenant that learns times: their stored state, their daily deliveries that were
+    /// pushed and are not folded in yet (dated after what was folded, and no earlier than `since` for a user with
+    /// nothing folded), and the tenant's population.
+    func timingBatch(tenant: TenantID, users: [UserID], since: LocalDate) async throws -> TimingBatch
+    /// One user's stored state (nil: none yet).
+    func userTiming(tenant: TenantID, user: UserID) async throws -> UserTiming?
+    /// Whether the user lets a delivery time they set themselves be learned; their row of the due index is planned
+    /// again. Throws `notFound` for an unknown user.
+    func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool) async throws
+}
+
+extension ReadEvidence {
+    /// Adds counts as a store keeps a population's: reads and misses of one slot of one day kind.
+    mutating func add(_ kind: DayKind, _ slot: TimingSlot, reads: Double, misses: Double) {
+        var other = ReadEvidence()
+        other.reads[kind.rawValue][slot.index] = reads
+        other.misses[kind.rawValue][slot.index] = misses
+        add(other)
+    }
+
+    /// The nonzero cells, as a store writes a population's additions: (kind, slot, reads, misses), in (kind, slot)
+    /// order, so that concurrent writers lock rows in one order.
+    var cells: [(kind: DayKind, slot: TimingSlot, reads: Double, misses: Double)] {
+        DayKind.allCases.flatMap { kind in
+            (0..<TimingSlot.count).compactMap { index in
+                let (reads, misses) = (self.reads[kind.rawValue][index], self.misses[kind.rawValue][index])
+                return reads == 0 && misses == 0 ? nil : (kind, TimingSlot(index), reads, misses)
+            }
+        }
+    }
+}
