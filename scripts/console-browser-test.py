@@ -301,6 +301,14 @@ def run(driver):
     notices = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "p.notice, p.error")]
     status, _, body = http("GET", f"/t/{TENANT}/v1/me", auth=False, headers={"Authorization": f"Basic {basic}"})
     check(status == 200, f"the password replaced on the user's page signs in ({status} {body[:200]!r}; page: {notices})")
+    # Learned delivery time: why hers is fixed, and her own time let be learned.
+    learned = driver.find_element(By.ID, "learned-time").text
+    check("learned times are off" in learned and "their own time, kept" in learned,
+          f"the user's page says why their delivery time is fixed ({learned!r})")
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/browser-anna/learned-time'] button[type=submit]"), "p.notice, p.error")
+    status, _, body = http("GET", f"/t/{TENANT}/admin/v1/users/browser-anna/learned-time")
+    check(status == 200 and json.loads(body)["optedIn"] is True and "opted in" in driver.find_element(By.ID, "learned-time").text,
+          "the user's own time may be learned, set from their page")
     page_checks(driver, "user")
 
     # The tenant's settings: a refused time zone keeps what was typed; then new users start with a welcome and the
@@ -318,11 +326,16 @@ def run(driver):
     zone.send_keys("Europe/Berlin")
     Select(driver.find_element(By.ID, "settings-first")).select_by_value("immediate")
     driver.find_element(By.ID, "weekday-7").click()
+    driver.find_element(By.ID, "settings-learned").click()
+    driver.execute_script("document.getElementById('settings-learned-window').value = '120'")
+    driver.execute_script("document.getElementById('settings-learned-holdout').value = '5'")
     submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action$='/console/settings'] button[type=submit]"), "p.notice, p.error")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/tenant")
     tenant = json.loads(body)
-    check(status == 200 and tenant["firstDelivery"] == "immediate" and tenant["weekdays"] == [1, 2, 3, 4, 5, 6],
-          f"the tenant's settings are saved from the console ({tenant.get('firstDelivery')}, {tenant.get('weekdays')})")
+    check(status == 200 and tenant["firstDelivery"] == "immediate" and tenant["weekdays"] == [1, 2, 3, 4, 5, 6]
+          and tenant["learnedTiming"] == {"enabled": True, "windowMinutes": 120, "holdoutShare": 0.05},
+          f"the tenant's settings are saved from the console ({tenant.get('firstDelivery')}, {tenant.get('weekdays')}, "
+          f"{tenant.get('learnedTiming')})")
 
     # CSRF: a form post with the session's cookie but without its token, or from another site, is refused.
     session = {"Cookie": f"__Host-impulse-console={cookie['value']}",

@@ -73,8 +73,11 @@ S["Inspection"] = {"type": "object", "description": "The node's live state (see 
 # admin
 FIRST_DELIVERY = {"type": "string", "enum": ["next-delivery-time", "immediate"],
   "description": "when users created through administration start: at their first delivery time after they were created (the default), or with today's impulse at once when its time has passed (a welcome impulse)"}
+LEARNED_TIMING = {"enabled": {"type": "boolean", "description": "learned delivery times on (off by default)"},
+    "windowMinutes": {"type": "integer", "minimum": 30, "maximum": 360, "description": "how far from the stated time a user's impulse may move, either way (180)"},
+    "holdoutShare": {"type": "number", "minimum": 0, "maximum": 0.5, "description": "the share of users kept on fixed times, to measure the effect (0.1)"}}
 S["Tenant"] = {"type": "object", "additionalProperties": False,
-  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "adminsManageAPNsCredentials", "firstDelivery", "createdAt"],
+  "required": ["id", "name", "defaultLanguage", "defaultTimeZone", "deliveryTime", "maxPushesPerDay", "weekdays", "apnsTopic", "pushExpiry", "suspended", "adminsManageAPNsCredentials", "firstDelivery", "learnedTiming", "createdAt"],
   "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "defaultLanguage": {"type": "string"},
     "defaultTimeZone": {"type": "string"}, "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer"},
     "quietHours": ref("QuietHours"), "weekdays": ref("Weekdays"),
@@ -82,6 +85,8 @@ S["Tenant"] = {"type": "object", "additionalProperties": False,
     "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
     "suspended": {"type": "boolean"}, "adminsManageAPNsCredentials": {"type": "boolean"},
     "firstDelivery": FIRST_DELIVERY,
+    "learnedTiming": {"type": "object", "additionalProperties": False, "required": ["enabled", "windowMinutes", "holdoutShare"],
+      "properties": LEARNED_TIMING},
     "createdAt": {"type": "string", "format": "date-time"}}}
 settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "string"}, "defaultTimeZone": {"type": "string"},
     "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer", "minimum": 1, "maximum": 24},
@@ -91,7 +96,9 @@ settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "strin
     "apnsTopic": {"type": "string"}, "pushExpiry": {"type": "string", "enum": ["end-of-day", "immediate"]},
     "suspended": {"type": "boolean", "description": "suspended: no dispatch; its users and admins are refused (403)"},
     "adminsManageAPNsCredentials": {"type": "boolean", "description": "whether the tenant's admins may manage its APNs credentials (operators always may)"},
-    "firstDelivery": FIRST_DELIVERY}
+    "firstDelivery": FIRST_DELIVERY,
+    "learnedTiming": {"type": "object", "additionalProperties": False, "properties": LEARNED_TIMING,
+      "description": "learned delivery times: the members given replace the tenant's"}}
 S["TenantSettings"] = {"type": "object", "description": "Every member optional: those given replace the tenant's.", "properties": settings_props}
 S["NewTenant"] = {"type": "object", "required": ["id"],
   "properties": dict({"id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}}, **settings_props)}
@@ -113,6 +120,15 @@ S["NewUser"] = {"type": "object", "required": ["username", "password"],
     "firstDelivery": dict(FIRST_DELIVERY, description="when this user starts; absent: as the tenant's firstDelivery says")}, **change_props)}
 S["UserPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("AdminUser")}, "next": NEXT}}
+S["LearnedTime"] = {"type": "object", "additionalProperties": False,
+  "required": ["tenantLearns", "optedIn", "ownTime", "reason", "deliveries", "reads", "summary"],
+  "properties": {"tenantLearns": {"type": "boolean"}, "optedIn": {"type": "boolean", "description": "a delivery time the user set themselves may be learned"},
+    "ownTime": {"type": "boolean", "description": "the user set their delivery time themselves"},
+    "nextDate": {"type": "string", "format": "date"}, "nextTime": ref("LocalTime"),
+    "reason": {"type": "string", "enum": ["off", "holdout", "own-time", "learning", "learned"]},
+    "deliveries": {"type": "integer", "minimum": 0}, "reads": {"type": "integer", "minimum": 0},
+    "summary": {"type": "string", "description": "one line, e.g. \"07:30, from 23 reads of 30 deliveries\""}}}
+S["LearnedTimeOptIn"] = {"type": "object", "required": ["optedIn"], "properties": {"optedIn": {"type": "boolean"}}}
 S["Password"] = {"type": "object", "required": ["password"], "properties": {"password": {"type": "string", "minLength": 1}}}
 S["Operator"] = {"type": "object", "additionalProperties": False, "required": ["name", "createdAt"],
   "properties": {"name": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"}}}
@@ -130,8 +146,10 @@ S["AuditEntry"] = {"type": "object", "additionalProperties": False, "required": 
 S["AuditPage"] = {"type": "object", "additionalProperties": False, "required": ["items"],
   "properties": {"items": {"type": "array", "items": ref("AuditEntry")}, "next": NEXT}}
 S["UserExport"] = {"type": "object", "description": "Everything held of one user (the right of access); no password hash.",
-  "required": ["exportedAt", "user", "devices", "deliveries", "reminders"],
+  "required": ["exportedAt", "user", "devices", "deliveries", "reminders", "learnedTime"],
   "properties": {"exportedAt": {"type": "string", "format": "date-time"}, "user": {"type": "object"},
+    "learnedTime": {"type": "object", "required": ["view", "evidence"], "properties": {"view": ref("LearnedTime"),
+      "evidence": {"type": "array", "description": "per day kind and half hour: reads within the hour (and later that day) and misses", "items": {"type": "object"}}}},
     "devices": {"type": "array", "items": {"type": "object"}}, "deliveries": {"type": "array", "items": {"type": "object"}},
     "reminders": {"type": "array", "items": {"type": "object"}}}}
 
@@ -207,6 +225,10 @@ client["/v1/me"] = {"get": op("Who I am, my unread count and my preferences with
     json_response("the profile", "Profile"), BASIC, tags=["client"])}
 client["/v1/me/preferences"] = {"put": op("Replaces my preferences", json_response("the profile", "Profile"), BASIC,
     body=jbody("Preferences"), tags=["client"])}
+client["/v1/me/learned-time"] = {
+    "get": op("My learned delivery time and why it is what it is", json_response("the learned time", "LearnedTime"), BASIC, tags=["client"]),
+    "put": op("Lets a delivery time I set myself be learned, or not", json_response("the learned time", "LearnedTime"), BASIC,
+              body=jbody("LearnedTimeOptIn"), tags=["client"])}
 client["/v1/devices"] = {"get": op("My devices", json_response("devices", "DeviceList"), BASIC, tags=["client"])}
 tok = p("token", "the device token: hex for an iPhone, as FCM gave it for an Android phone")
 client["/v1/devices/{token}"] = {
@@ -265,7 +287,7 @@ ten = p("tenant", "the tenant's id")
 usr = p("username", "the username, percent-encoded")
 paths["/t/{tenant}/admin/v1/tenant"] = {
     "get": op("The tenant's settings", json_response("the tenant", "Tenant"), ADMIN, params=[ten], tags=TA),
-    "patch": op("Changes the tenant's programme: defaultLanguage, defaultTimeZone, deliveryTime, maxPushesPerDay, quietHours, weekdays, pushExpiry, firstDelivery (the rest needs an operator: 403)",
+    "patch": op("Changes the tenant's programme: defaultLanguage, defaultTimeZone, deliveryTime, maxPushesPerDay, quietHours, weekdays, pushExpiry, firstDelivery, learnedTiming (the rest needs an operator: 403)",
                 json_response("the tenant", "Tenant"), ADMIN, params=[ten], body=jbody("TenantSettings"), tags=TA)}
 paths["/t/{tenant}/admin/v1/audit"] = {"get": op("The tenant's audit trail, newest first", json_response("a page", "AuditPage"), ADMIN,
                                                  params=[ten] + audit_params, tags=TA)}
@@ -283,6 +305,11 @@ paths["/t/{tenant}/admin/v1/users/{username}"] = {
                  json_response("what was erased", "Erasure"), ADMIN, params=[ten, usr], tags=TA)}
 paths["/t/{tenant}/admin/v1/users/{username}/password"] = {
     "put": op("Replaces a user's password", NO_CONTENT, ADMIN, params=[ten, usr], body=jbody("Password"), tags=TA)}
+paths["/t/{tenant}/admin/v1/users/{username}/learned-time"] = {
+    "get": op("A user's learned delivery time and why it is what it is", json_response("the learned time", "LearnedTime"), ADMIN,
+              params=[ten, usr], tags=TA),
+    "put": op("Lets a delivery time the user set themselves be learned, or not (audited)", json_response("the learned time", "LearnedTime"),
+              ADMIN, params=[ten, usr], body=jbody("LearnedTimeOptIn"), tags=TA)}
 paths["/t/{tenant}/admin/v1/users/{username}/export"] = {
     "get": op("Everything held of a user, as one document (the right of access)", json_response("the export", "UserExport"), ADMIN,
               params=[ten, usr], tags=TA)}
@@ -548,7 +575,7 @@ for path, item in paths.items():
 import re
 # The admin API refuses members its bodies do not have (400 unknown-member, naming them); the app's routes do not.
 for name in ["NewOperator", "NewTenant", "TenantSettings", "APNsCredentialUpload", "FCMCredentialUpload", "Retired", "NewUser", "UserChanges",
-             "DeliverRequest", "Password", "WebhookSettings"]:
+             "DeliverRequest", "Password", "WebhookSettings", "LearnedTimeOptIn"]:
     S[name]["additionalProperties"] = False
 def op_id(method, path):
     words = [w for w in re.split(r"[/{}.-]+", path) if w]

@@ -136,9 +136,29 @@ struct TenantCommand: AsyncParsableCommand {
         @Flag(help: "Suspend the tenant: no dispatch; its users and admins are refused (403).") var suspend = false
         @Flag(help: "Resume a suspended tenant.") var resume = false
         @Option(help: "next-delivery-time or immediate (see tenant create).") var firstDelivery: String?
+        @Option(
+            help:
+                "on or off: learned delivery times (each user's impulse moves toward when they read, within the window)."
+        )
+        var learnedTiming: String?
+        @Option(help: "Minutes either way a learned time may move from the stated one (30-360; 180 by default).")
+        var learnedWindow: Int?
+        @Option(help: "Share of users kept on fixed times to measure the effect (0-0.5; 0.1 by default).")
+        var learnedHoldout: Double?
 
         func run() async throws {
             guard !(suspend && resume) else { throw ValidationError("give --suspend or --resume, not both") }
+            let learning = try learnedTiming.map { text in
+                switch text {
+                case "on": true
+                case "off": false
+                default: throw ValidationError("--learned-timing is on or off")
+                }
+            }
+            let timing =
+                learning == nil && learnedWindow == nil && learnedHoldout == nil
+                ? nil
+                : LearnedTimingChanges(enabled: learning, windowMinutes: learnedWindow, holdoutShare: learnedHoldout)
             let settings = TenantSettings(
                 name: name,
                 defaultLanguage: language,
@@ -151,13 +171,17 @@ struct TenantCommand: AsyncParsableCommand {
                 apnsTopic: apnsTopic,
                 pushExpiry: pushExpiry,
                 suspended: suspend ? true : resume ? false : nil,
-                firstDelivery: firstDelivery
+                firstDelivery: firstDelivery,
+                learnedTiming: timing
             )
             guard settings != TenantSettings() else { throw ValidationError("nothing to change: give an option") }
             try await withAdministration(common) { administration, _, _ in
                 let tenant = try await administration.updateTenant(try parseTenant(id), settings, by: .commandLine)
+                let learned = tenant.learnedTiming
                 print(
                     "tenant \(tenant.id): push expiry \(tenant.pushExpiry.rawValue)\(tenant.suspended ? ", suspended" : "")"
+                        + ", learned times \(learned.enabled ? "on" : "off") (window \(learned.windowMinutes) min, "
+                        + "holdout \(learned.holdoutShare.formatted(.percent)))"
                 )
             }
         }

@@ -32,7 +32,10 @@ struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Manage a tenant's users.",
-        subcommands: [Add.self, List.self, Disable.self, Enable.self, SetPassword.self, Delete.self, Export.self]
+        subcommands: [
+            Add.self, List.self, Disable.self, Enable.self, SetPassword.self, Delete.self, Export.self,
+            LearnedTime.self,
+        ]
     )
 
     struct Add: AsyncParsableCommand {
@@ -149,6 +152,36 @@ struct UserCommand: AsyncParsableCommand {
                 print(
                     "deleted \(username): \(report.devices) devices, \(report.deliveries) deliveries, \(report.reminders) reminders"
                 )
+            }
+        }
+    }
+
+    struct LearnedTime: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "learned-time",
+            abstract:
+                "Show a user's learned delivery time and why; --opt-in or --opt-out sets whether a time they set themselves may be learned."
+        )
+        @OptionGroup var common: CommonOptions
+        @Argument var tenant: String
+        @Argument var username: String
+        @Flag(help: "Let a delivery time the user set themselves be learned.") var optIn = false
+        @Flag(help: "Keep a delivery time the user set themselves.") var optOut = false
+
+        func run() async throws {
+            guard !(optIn && optOut) else { throw ValidationError("give --opt-in or --opt-out, not both") }
+            try await withAdministration(common) { administration, _, _ in
+                let tenant = try parseTenant(tenant)
+                let view =
+                    optIn || optOut
+                    ? try await administration.setLearnedTimeOptIn(
+                        tenant: tenant,
+                        username: username,
+                        optedIn: optIn,
+                        by: .commandLine
+                    )
+                    : try await administration.learnedTime(tenant: tenant, username: username, by: .commandLine)
+                print("\(username): \(view.summary)\(view.optedIn ? " (opted in)" : "")")
             }
         }
     }

@@ -293,8 +293,20 @@ struct BrokerProcessTests {
         #expect(badName.status != 0 && badName.error.contains("operator name"), "\(badName.error)")
         #expect(try await run(["operator", "list"]).output == "ops\n")
         #expect(try await run(["user", "add", "acme", "dave", "--password-stdin"], stdin: "d4ve\n").status == 0)
+        // Learned delivery times: the tenant's setting, a user's learned time and opt-in, the admin API's rules.
+        let learning = try await run([
+            "tenant", "update", "acme", "--learned-timing", "on", "--learned-window", "120", "--learned-holdout", "0",
+        ])
+        #expect(learning.output.contains("learned times on (window 120 min, holdout 0%)"), "\(learning.output)")
+        let badWindow = try await run(["tenant", "update", "acme", "--learned-window", "5"])
+        #expect(badWindow.status != 0 && badWindow.error.contains("30-360"), "\(badWindow.error)")
+        let shown = try await run(["user", "learned-time", "acme", "dave"])
+        #expect(shown.status == 0 && shown.output.contains("dave: not planned yet"), "\(shown.output) \(shown.error)")
+        let optedIn = try await run(["user", "learned-time", "acme", "dave", "--opt-in"])
+        #expect(optedIn.output.contains("(opted in)"), "\(optedIn.output) \(optedIn.error)")
         let export = try await run(["user", "export", "acme", "dave"])
         #expect(export.status == 0 && export.output.contains("\"username\" : \"dave\""), "\(export.output)")
+        #expect(export.output.contains("\"optedIn\" : true"), "\(export.output)")
         #expect(!export.output.contains("$2"))
         let deleted = try await run(["user", "delete", "acme", "dave"])
         #expect(deleted.status == 0 && deleted.output.contains("deleted dave"), "\(deleted.error)")
@@ -313,13 +325,13 @@ struct BrokerProcessTests {
         }
         #expect(
             actions.map { $0[4] } == [
-                "tenant.delete", "tenant.suspend", "user.delete", "user.export", "user.create", "operator.create",
-                "tenant.create", "tenant.create",
+                "tenant.delete", "tenant.suspend", "user.delete", "user.export", "user.learned-time.opt-in",
+                "tenant.update", "user.create", "operator.create", "tenant.create", "tenant.create",
             ],
             "\(actions)"
         )
         #expect(actions.allSatisfy { $0[1] == "cli" && $0[2] == "operator" })
-        #expect(try await run(["audit", "--tenant", "acme"]).output.split(separator: "\n").count == 5)
+        #expect(try await run(["audit", "--tenant", "acme"]).output.split(separator: "\n").count == 7)
     }
 
     @Test("database takes a PostgreSQL URL: admin commands use it; a bad URL or an unreadable password file is refused")

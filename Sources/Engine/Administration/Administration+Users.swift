@@ -129,6 +129,8 @@ public struct UserExport: Sendable, Encodable {
     public var devices: [DeviceRecord]
     public var deliveries: [DeliveryRecord]
     public var reminders: [ReminderRecord]
+    /// The learned delivery time and what it was learned from (personal data: erasure removes it).
+    public var learnedTime: LearnedTimeExport
 }
 
 extension Administration {
@@ -242,6 +244,8 @@ extension Administration {
             before = last.delivery.id
         }
         let reminders = try await store.reminders(tenant: tenant, user: user.id)
+        let owner = try await self.tenant(tenant, by: actor)
+        let timing = try await store.userTiming(tenant: tenant, user: user.id)
         try await store.recordAudit(audit(actor, "user.export", tenant, username))
         return UserExport(
             exportedAt: now(),
@@ -280,8 +284,37 @@ extension Administration {
             },
             reminders: reminders.map {
                 .init(impulse: $0.impulse.rawValue, remindAt: $0.fireAt, createdAt: $0.createdAt)
-            }
+            },
+            learnedTime: LearnedTimeExport(tenant: owner, user: user, timing: timing)
         )
+    }
+
+    /// The user's learned delivery time and why it is what it is (a look: not audited).
+    public func learnedTime(tenant: TenantID, username: String, by actor: AdminActor) async throws -> LearnedTimeView {
+        let owner = try await self.tenant(tenant, by: actor)
+        let user = try await self.user(tenant: tenant, username: username, by: actor)
+        return LearnedTimeView(
+            tenant: owner,
+            user: user,
+            timing: try await store.userTiming(tenant: tenant, user: user.id)
+        )
+    }
+
+    /// Whether the user lets a delivery time they set themselves be learned (audited as a change of the user).
+    public func setLearnedTimeOptIn(
+        tenant: TenantID,
+        username: String,
+        optedIn: Bool,
+        by actor: AdminActor
+    ) async throws -> LearnedTimeView {
+        let user = try await self.user(tenant: tenant, username: username, by: actor)
+        try await store.setTimingOptIn(
+            tenant: tenant,
+            user: user.id,
+            optedIn: optedIn,
+            audit: audit(actor, optedIn ? "user.learned-time.opt-in" : "user.learned-time.opt-out", tenant, username)
+        )
+        return try await learnedTime(tenant: tenant, username: username, by: actor)
     }
 
     /// A new user with `settings` applied as to an existing one (checked the same way), and whether it starts

@@ -6,7 +6,7 @@ import Foundation
 /// A tenant admin asking about another tenant, or about a tenant that does not exist, gets the same
 /// `.unknownTenant`: nothing tells them the other tenant exists.
 public struct Administration: Sendable {
-    public typealias Store = AdministrationStore & TenantStore & UserStore & DeviceStore & LedgerStore
+    public typealias Store = AdministrationStore & TenantStore & UserStore & DeviceStore & LedgerStore & TimingStore
         & ReminderStore & CatalogStore & APNsCredentialStore & EngagementStore & WebhookStore
 
     /// Turns a password into the hash to store (bcrypt, done by the caller's layer), in the tenant's turn (nil: an

@@ -71,7 +71,7 @@ extension SQLiteStore {
         }
     }
 
-    public func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool) async throws {
+    public func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool, audit: AuditEntry?) async throws {
         try await write { db in
             guard
                 try Bool.fetchOne(
@@ -93,7 +93,7 @@ extension SQLiteStore {
                 sql: "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = ? AND tenant_id = ?",
                 arguments: [user.rawValue, tenant.rawValue]
             )
-            try self.apply(.profileChanged(tenant: tenant, user: user), db)
+            try self.apply(.profileChanged(tenant: tenant, user: user) + .audited(audit.map { [$0] } ?? []), db)
         }
     }
 

@@ -9,8 +9,8 @@ public protocol TimingStore: Sendable {
     /// One user's stored state (nil: none yet).
     func userTiming(tenant: TenantID, user: UserID) async throws -> UserTiming?
     /// Whether the user lets a delivery time they set themselves be learned; their row of the due index is planned
-    /// again. Throws `notFound` for an unknown user.
-    func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool) async throws
+    /// again; `audit` is recorded in the same transaction. Throws `notFound` for an unknown user.
+    func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool, audit: AuditEntry?) async throws
 }
 
 extension ReadEvidence {

@@ -101,6 +101,38 @@ extension AdminAPI {
         )
         tenantResource(
             router,
+            "/users/:username/learned-time",
+            api: api,
+            scheme: scheme,
+            [
+                .get: { request, context, actor, tenant in
+                    let view = try await administration.learnedTime(
+                        tenant: tenant.id,
+                        username: try Self.parameter("username", context),
+                        by: actor
+                    )
+                    return try Representation.response(view, for: request)
+                },
+                .put: { request, context, actor, tenant in
+                    let body = try await Self.decode(
+                        api,
+                        LearnedTimeOptIn.self,
+                        schema: "LearnedTimeOptIn",
+                        from: request
+                    )
+                    let username = try Self.parameter("username", context)
+                    let view = try await administration.setLearnedTimeOptIn(
+                        tenant: tenant.id,
+                        username: username,
+                        optedIn: body.optedIn,
+                        by: actor
+                    )
+                    return try Representation.response(view, for: request)
+                },
+            ]
+        )
+        tenantResource(
+            router,
             "/users/:username/export",
             api: api,
             scheme: scheme,

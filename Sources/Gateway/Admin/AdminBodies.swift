@@ -22,6 +22,7 @@ struct TenantBody: Encodable, Sendable {
     var suspended: Bool
     var adminsManageAPNsCredentials: Bool
     var firstDelivery: String
+    var learnedTiming: LearnedTiming.Settings
     var createdAt: String
 
     init(_ tenant: Tenant) {
@@ -39,6 +40,7 @@ struct TenantBody: Encodable, Sendable {
         suspended = tenant.suspended
         adminsManageAPNsCredentials = tenant.adminsManageAPNsCredentials
         firstDelivery = tenant.firstDelivery.rawValue
+        learnedTiming = tenant.learnedTiming.settings
         createdAt = rfc3339(tenant.createdAt)
     }
 }
@@ -93,6 +95,12 @@ struct AdminUserBody: Encodable, Sendable {
 struct PageBody<Item: Encodable & Sendable>: Encodable, Sendable {
     var items: [Item]
     var next: String?
+}
+
+/// `PUT .../users/{username}/learned-time` and `PUT /v1/me/learned-time`: whether a delivery time the user set
+/// themselves may be learned.
+struct LearnedTimeOptIn: Decodable {
+    var optedIn: Bool
 }
 
 /// `PUT .../users/{username}/password`.

@@ -3,7 +3,7 @@ import Foundation
 import Hummingbird
 
 /// The tenant's settings page: its programme (language, time zone, delivery time, quiet hours, weekdays, pushes
-/// per day, push expiry, when new users start), changed by its admins and operators on Administration's rules.
+/// per day, push expiry, when new users start, learned delivery times), changed by its admins and operators on Administration's rules.
 extension Console {
     func addSettingsRoutes(_ router: Router<BrokerRequestContext>) {
         router.get("/t/:tenant/console/settings") { request, context in
@@ -32,6 +32,9 @@ extension Console {
             "quietEnd": tenant.defaultQuietHours?.end.description ?? "",
             "maxPushesPerDay": "\(tenant.maxPushesPerDay)", "pushExpiry": tenant.pushExpiry.rawValue,
             "firstDelivery": tenant.firstDelivery.rawValue,
+            "learnedEnabled": tenant.learnedTiming.enabled ? "on" : "",
+            "learnedWindow": "\(tenant.learnedTiming.windowMinutes)",
+            "learnedHoldout": (tenant.learnedTiming.holdoutShare * 100).formatted(.number.grouping(.never)),
         ]
         let values = typed ?? current
         let days = typed.map { fields in (1...7).filter { fields["weekday.\($0)"] == "on" } } ?? tenant.weekdays.days
@@ -44,6 +47,8 @@ extension Console {
             "language": values["language"] ?? "", "timeZone": values["timeZone"] ?? "",
             "deliveryTime": values["deliveryTime"] ?? "", "quietStart": values["quietStart"] ?? "",
             "quietEnd": values["quietEnd"] ?? "", "maxPushesPerDay": values["maxPushesPerDay"] ?? "",
+            "learnedEnabled": values["learnedEnabled"] == "on", "learnedWindow": values["learnedWindow"] ?? "",
+            "learnedHoldout": values["learnedHoldout"] ?? "",
             "weekdays": (1...7).map { day -> [String: Any] in
                 [
                     "field": "weekday.\(day)", "id": "weekday-\(day)", "name": names[day - 1],
@@ -86,6 +91,16 @@ extension Console {
                 guard let value = Int(text) else { throw EngineError(.invalidInput, "pushes per day must be a number") }
                 return value
             }
+            let window = try given("learnedWindow").map { (text) throws(EngineError) -> Int in
+                guard let value = Int(text) else {
+                    throw EngineError(.invalidInput, "the window must be whole minutes")
+                }
+                return value
+            }
+            let holdout = try given("learnedHoldout").map { (text) throws(EngineError) -> Double in
+                guard let value = Double(text) else { throw EngineError(.invalidInput, "the holdout must be a number") }
+                return value / 100
+            }
             let settings = TenantSettings(
                 defaultLanguage: given("language"),
                 defaultTimeZone: given("timeZone"),
@@ -94,7 +109,12 @@ extension Console {
                 quietHours: quiet,
                 weekdays: (1...7).filter { fields["weekday.\($0)"] == "on" },
                 pushExpiry: given("pushExpiry"),
-                firstDelivery: given("firstDelivery")
+                firstDelivery: given("firstDelivery"),
+                learnedTiming: LearnedTimingChanges(
+                    enabled: fields["learnedEnabled"] == "on",
+                    windowMinutes: window,
+                    holdoutShare: holdout
+                )
             )
             let updated = try await administration.updateTenant(tenant.id, settings, by: visit.actor)
             await changed(updated.id, [.catalog])

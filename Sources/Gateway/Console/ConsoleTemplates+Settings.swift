@@ -29,6 +29,17 @@ extension ConsoleTemplates {
         <select id="settings-expiry" name="pushExpiry">{{#pushExpiry}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/pushExpiry}}</select>
         <label for="settings-first">New users start</label>
         <select id="settings-first" name="firstDelivery">{{#firstDelivery}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/firstDelivery}}</select>
+        <fieldset><legend>Learned delivery times</legend>
+        <p class="muted">Each user's impulse moves, at most an hour a day, toward the half hour they read in, within the
+        window around their delivery time; quiet hours and the programme's days still win. A time a user set themselves
+        is kept unless they opt in. The holdout keeps fixed times, so that the report can show the effect.</p>
+        <div><input id="settings-learned" name="learnedEnabled" type="checkbox"{{#learnedEnabled}} checked{{/learnedEnabled}}>
+        <label class="check" for="settings-learned">Learn each user's delivery time</label></div>
+        <label for="settings-learned-window">Window either way (minutes, 30-360)</label>
+        <input id="settings-learned-window" name="learnedWindow" type="number" min="30" max="360" required value="{{learnedWindow}}">
+        <label for="settings-learned-holdout">Holdout (% of users on fixed times, 0-50)</label>
+        <input id="settings-learned-holdout" name="learnedHoldout" type="number" min="0" max="50" step="any" required value="{{learnedHoldout}}">
+        </fieldset>
         <button type="submit">Save</button>
         </form>
         """
@@ -50,6 +61,10 @@ extension ConsoleTemplates {
         <label for="user-language">Language</label><input id="user-language" name="language" maxlength="8" value="{{language}}">
         <button type="submit">Save settings</button>
         </form>
+        <h2>Learned delivery time</h2>
+        <p id="learned-time">{{learnedSummary}}</p>
+        {{#learnedOwnTime}}<form class="inline" method="post" action="{{learnedAction}}"><input type="hidden" name="csrf" value="{{csrf}}">
+        <input type="hidden" name="optedIn" value="{{learnedToggleTo}}"><button class="secondary" type="submit">{{learnedToggleLabel}}</button></form>{{/learnedOwnTime}}
         <h2>Devices</h2>
         <div class="table-wrap"><table>
         <thead><tr><th scope="col">Token</th><th scope="col">Name</th><th scope="col">Environment</th>

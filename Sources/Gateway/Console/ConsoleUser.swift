@@ -19,6 +19,23 @@ extension Console {
                 try await changeUser(visit, username: username, fields)
             }
         }
+        router.post("/t/:tenant/console/users/:username/learned-time") { request, context in
+            let username = try AdminAPI.parameter("username", context)
+            return try await form(request, context) { visit, fields in
+                try await userAction(visit, username: username) { tenant in
+                    let optedIn = fields["optedIn"] == "true"
+                    _ = try await administration.setLearnedTimeOptIn(
+                        tenant: tenant,
+                        username: username,
+                        optedIn: optedIn,
+                        by: visit.actor
+                    )
+                    return optedIn
+                        ? "The delivery time \(username) set may now be learned."
+                        : "The delivery time \(username) set is kept."
+                }
+            }
+        }
         router.post("/t/:tenant/console/users/:username/password") { request, context in
             let username = try AdminAPI.parameter("username", context)
             return try await form(request, context) { visit, fields in
@@ -76,6 +93,7 @@ extension Console {
             by: visit.actor
         )
         let catalog = try await administration.impulses(tenant: tenant.id, by: visit.actor).filter { !$0.retired }
+        let learned = try await administration.learnedTime(tenant: tenant.id, username: username, by: visit.actor)
         let zone = user.preferences.timeZone ?? tenant.defaultTimeZone
         let path = "/t/\(tenant.id)/console/users/" + Self.segment(user.username)
         let preferences = user.preferences
@@ -118,6 +136,12 @@ extension Console {
             "deliverAction": path + "/deliver", "enableAction": path + "/enabled",
             "toggleTo": user.enabled ? "false" : "true", "toggleLabel": user.enabled ? "Disable" : "Enable",
             "deleteAction": path + "/delete", "exportHref": path + "/export",
+            "learnedSummary": learned.summary
+                + (learned.ownTime
+                    ? (learned.optedIn ? " (their own time, opted in)" : " (their own time, kept)") : ""),
+            "learnedOwnTime": learned.ownTime, "learnedAction": path + "/learned-time",
+            "learnedToggleTo": learned.optedIn ? "false" : "true",
+            "learnedToggleLabel": learned.optedIn ? "Keep their own time" : "Let their own time be learned",
         ]
         return html(
             layout(

@@ -42,6 +42,7 @@ extension RESTAPI {
         )
         resource(router, "/v1/me", scheme: scheme, [.get: profile])
         resource(router, "/v1/me/preferences", scheme: scheme, [.put: updatePreferences])
+        resource(router, "/v1/me/learned-time", scheme: scheme, [.get: learnedTime, .put: updateLearnedTime])
         resource(
             router,
             "/v1/devices",
@@ -149,6 +150,35 @@ extension RESTAPI {
             ProfileBody(user: user, tenant: caller.tenant, unreadCount: unread),
             for: request
         )
+    }
+
+    /// `GET /v1/me/learned-time`: my learned delivery time and why it is what it is.
+    private func learnedTime(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        _ caller: Caller
+    ) async throws -> Response {
+        let timing = try await store.userTiming(tenant: caller.tenant.id, user: caller.user.id)
+        return try Representation.response(
+            LearnedTimeView(tenant: caller.tenant, user: caller.user, timing: timing),
+            for: request
+        )
+    }
+
+    /// `PUT /v1/me/learned-time`: whether a delivery time I set myself may be learned.
+    private func updateLearnedTime(
+        _ request: Request,
+        _ context: BrokerRequestContext,
+        _ caller: Caller
+    ) async throws -> Response {
+        let body = try await decode(LearnedTimeOptIn.self, from: request)
+        try await store.setTimingOptIn(
+            tenant: caller.tenant.id,
+            user: caller.user.id,
+            optedIn: body.optedIn,
+            audit: nil
+        )
+        return try await learnedTime(request, context, caller)
     }
 
     private func putDevice(

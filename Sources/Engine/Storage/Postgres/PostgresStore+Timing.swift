@@ -73,7 +73,7 @@ extension PostgresStore {
         }
     }
 
-    public func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool) async throws {
+    public func setTimingOptIn(tenant: TenantID, user: UserID, optedIn: Bool, audit: AuditEntry?) async throws {
         try await write { [self] connection in
             let (t, u) = (tenant.rawValue, user.rawValue)
             guard try await connection.run("SELECT 1 FROM users WHERE tenant_id = \(t) AND id = \(u)", logger) > 0
@@ -91,7 +91,10 @@ extension PostgresStore {
                 "UPDATE schedules SET fire_at = 0, local_date = NULL WHERE user_id = \(u) AND tenant_id = \(t)",
                 logger
             )
-            try await self.apply(.profileChanged(tenant: tenant, user: user), connection)
+            try await self.apply(
+                .profileChanged(tenant: tenant, user: user) + .audited(audit.map { [$0] } ?? []),
+                connection
+            )
         }
     }
 

@@ -1,0 +1,134 @@
+import Engine
+import Foundation
+import TestSupport
+import Testing
+
+/// Learned delivery times through the real server: the tenant's settings in the admin API (shown, changed, bad
+/// values refused with a problem), a user's learned time and opt-in through the admin API and the app's API, the
+/// scheduler planning with it, the export holding it and the audit trail recording the opt-in.
+@Suite("Learned delivery times through the APIs", .timeLimit(.minutes(3)))
+struct LearnedTimeAPITests {
+    @Test(
+        "Settings, a user's learned time and opt-in, the export and the audit trail",
+        arguments: TestDatabase.allCases
+    )
+    func throughTheAPIs(_ database: TestDatabase) async throws {
+        try await TestBroker.run(
+            database: database,
+            scheduler: SchedulerConfiguration(pollInterval: .milliseconds(100))
+        ) { broker in
+            let json = AdminAPITests.bearer + [("Content-Type", "application/json")]
+            let off = try await broker.send(.GET, "/admin/v1/tenants/acme", user: nil, headers: AdminAPITests.bearer)
+            let defaults = try #require(off.json["learnedTiming"] as? [String: Any], "\(off.text)")
+            #expect(defaults["enabled"] as? Bool == false)
+            #expect(defaults["windowMinutes"] as? Int == 180)
+            #expect(defaults["holdoutShare"] as? Double == 0.1)
+
+            // Bad values: a problem naming the member (out of range: 422; not a boolean: 400), and nothing changes.
+            for (body, status) in [
+                (#"{"learnedTiming": {"windowMinutes": 5}}"#, 422), (#"{"learnedTiming": {"holdoutShare": 0.9}}"#, 422),
+                (#"{"learnedTiming": {"holdoutShare": -0.1}}"#, 422), (#"{"learnedTiming": {"enabled": "yes"}}"#, 400),
+            ] {
+                let refused = try await broker.send(
+                    .PATCH,
+                    "/admin/v1/tenants/acme",
+                    user: nil,
+                    headers: json,
+                    body: body
+                )
+                #expect(refused.status == status, "\(body): \(refused.text)")
+                #expect(refused.headers["content-type"].first?.hasPrefix("application/problem+json") == true)
+                #expect(refused.text.contains("learnedTiming") || refused.text.contains("enabled"), "\(refused.text)")
+            }
+            let unchanged = try await broker.send(
+                .GET,
+                "/admin/v1/tenants/acme",
+                user: nil,
+                headers: AdminAPITests.bearer
+            )
+            #expect(
+                unchanged.json["learnedTiming"] as? [String: Double] == [
+                    "enabled": 0, "windowMinutes": 180, "holdoutShare": 0.1,
+                ]
+            )
+            let changed = try await broker.send(
+                .PATCH,
+                "/t/acme/admin/v1/tenant",
+                user: nil,
+                headers: json,
+                body: #"{"learnedTiming": {"enabled": true, "windowMinutes": 120, "holdoutShare": 0}}"#
+            )
+            #expect(changed.status == 200, "\(changed.text)")
+            let settings = try #require(changed.json["learnedTiming"] as? [String: Any], "\(changed.text)")
+            #expect(settings["enabled"] as? Bool == true)
+            #expect(settings["windowMinutes"] as? Int == 120)
+            #expect(settings["holdoutShare"] as? Double == 0)
+
+            // The scheduler plans bob again under the new setting: a new user keeps the stated time for now.
+            let bobPath = "/t/acme/admin/v1/users/bob/learned-time"
+            #expect(
+                try await eventually {
+                    let view = try await broker.send(.GET, bobPath, user: nil, headers: AdminAPITests.bearer)
+                    return view.json["reason"] as? String == "learning"
+                },
+                "bob's day planned with the tenant learning"
+            )
+            let bob = try await broker.send(.GET, bobPath, user: nil, headers: AdminAPITests.bearer)
+            #expect(bob.json["tenantLearns"] as? Bool == true, "\(bob.text)")
+            #expect(bob.json["nextTime"] as? String == "08:00", "\(bob.text)")
+            #expect(bob.json["summary"] as? String == "08:00, fixed until enough deliveries: 0 of 7", "\(bob.text)")
+            #expect(bob.json["deliveries"] as? Int == 0)
+
+            // The app: my learned time, and my opt-in.
+            let mine = try await broker.send(.GET, "/v1/me/learned-time", user: "bob")
+            #expect(mine.status == 200, "\(mine.text)")
+            #expect(mine.json["optedIn"] as? Bool == false)
+            #expect(mine.json["ownTime"] as? Bool == false)
+            let optIn = try await broker.send(
+                .PUT,
+                "/v1/me/learned-time",
+                user: "bob",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"optedIn": true}"#
+            )
+            #expect(optIn.status == 200, "\(optIn.text)")
+            #expect(optIn.json["optedIn"] as? Bool == true)
+            let malformed = try await broker.send(
+                .PUT,
+                "/v1/me/learned-time",
+                user: "bob",
+                headers: [("Content-Type", "application/json")],
+                body: #"{"optedIn": "please"}"#
+            )
+            #expect(malformed.status == 400, "\(malformed.text)")
+            #expect(try await broker.send(.GET, "/v1/me/learned-time", user: "bob").json["optedIn"] as? Bool == true)
+
+            // An admin opts bob out again: audited.
+            let optOut = try await broker.send(.PUT, bobPath, user: nil, headers: json, body: #"{"optedIn": false}"#)
+            #expect(optOut.status == 200, "\(optOut.text)")
+            #expect(optOut.json["optedIn"] as? Bool == false)
+            let unknown = try await broker.send(
+                .PUT,
+                "/t/acme/admin/v1/users/nobody/learned-time",
+                user: nil,
+                headers: json,
+                body: #"{"optedIn": true}"#
+            )
+            #expect(unknown.status == 404, "\(unknown.text)")
+            let audit = try await broker.send(.GET, "/t/acme/admin/v1/audit", user: nil, headers: AdminAPITests.bearer)
+            #expect(audit.text.contains("user.learned-time.opt-out"), "\(audit.text)")
+
+            // The export holds it.
+            let export = try await broker.send(
+                .GET,
+                "/t/acme/admin/v1/users/bob/export",
+                user: nil,
+                headers: AdminAPITests.bearer
+            )
+            let learned = try #require(export.json["learnedTime"] as? [String: Any], "\(export.text)")
+            let view = try #require(learned["view"] as? [String: Any])
+            #expect(view["reason"] as? String == "learning")
+            #expect((learned["evidence"] as? [Any])?.isEmpty == true)
+        }
+    }
+}
