@@ -126,6 +126,7 @@ let package = Package(
             dependencies: [
                 "Engine",
                 "Gateway",
+                "Simulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -137,6 +138,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings,
             linkerSettings: executableLinkerSettings
+        ),
+        // Simulated readers with latent reading habits, proving learned delivery times (issue 36) in the tests and
+        // in broker-bench's learned-timing scenario.
+        .target(
+            name: "Simulation",
+            dependencies: ["Engine", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "TestSupport",
@@ -153,7 +161,7 @@ let package = Package(
         .testTarget(
             name: "EngineTests",
             dependencies: [
-                "Engine", "TestSupport", .product(name: "Logging", package: "swift-log"),
+                "Engine", "TestSupport", "Simulation", .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

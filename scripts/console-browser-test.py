@@ -353,7 +353,9 @@ def run(driver):
     driver.get(CONSOLE + "/catalog")
     form = f"form[action$='/catalog/{IMPULSE}/retired'] button"
     driver.find_element(By.CSS_SELECTOR, form).click()
-    reloading = (NoSuchElementException, StaleElementReferenceException)
+    # Mid-reload, Chromium may answer for the old page's element with "node does not belong to the document", a
+    # plain WebDriverException, rather than "stale": all of them mean "not yet".
+    reloading = (NoSuchElementException, StaleElementReferenceException, WebDriverException)
     WebDriverWait(driver, 20, ignored_exceptions=reloading).until(
         lambda d: d.find_element(By.CSS_SELECTOR, form).text == "Bring back")
     status, _, body = http("GET", f"/t/{TENANT}/admin/v1/impulses/{IMPULSE}")

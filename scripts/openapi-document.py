@@ -446,8 +446,13 @@ S["DispatchCounts"] = {"type": "object", "additionalProperties": False,
     "skippedWeekday": {**count, "description": "the day is not among the user's weekdays"},
     "skippedStale": {**count, "description": "the day's time passed longer ago than the staleness limit (the broker was down)"},
     "deferredQuietHours": {**count, "description": "the delivery time fell inside the quiet hours and moved to their end"}}}
+INTERVAL = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2, "description": "95% interval: low, high"}
+S["TimingArm"] = {"type": "object", "additionalProperties": False, "required": ["deliveries", "read"],
+  "properties": {"deliveries": {"type": "integer", "minimum": 0}, "read": {"type": "integer", "minimum": 0},
+    "readRate": {"type": "number"}, "readRateInterval": INTERVAL, "medianSecondsToRead": {"type": "integer"},
+    "medianInterval": INTERVAL}}
 S["EngagementReport"] = {"type": "object", "additionalProperties": False,
-  "required": ["tenant", "from", "to", "total", "days", "impulses", "lifeAreas"],
+  "required": ["tenant", "from", "to", "total", "days", "impulses", "lifeAreas", "learnedTiming"],
   "properties": {"tenant": {"type": "string"}, "from": {"type": "string", "format": "date"}, "to": {"type": "string", "format": "date"},
     "total": ref("EngagementCounts"),
     "days": {"type": "array", "description": "every day of the range, oldest first", "items": {"type": "object", "additionalProperties": False,
@@ -459,7 +464,11 @@ S["EngagementReport"] = {"type": "object", "additionalProperties": False,
         "lifeArea": {"type": "string", "enum": LIFE_AREAS}, "counts": ref("EngagementCounts")}}},
     "lifeAreas": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["counts"],
       "properties": {"lifeArea": {"type": "string", "enum": LIFE_AREAS, "description": "absent for impulses no longer in the catalog"},
-        "counts": ref("EngagementCounts")}}}}}
+        "counts": ref("EngagementCounts")}}},
+    "learnedTiming": {"type": "array", "description": "learned delivery times against the holdout, per week (Monday first; empty unless the tenant learned times): deliveries folded a day after their push, with 95% intervals (Wilson for a rate, Newcombe for the difference, order statistics for the median)",
+      "items": {"type": "object", "additionalProperties": False, "required": ["weekStart", "learned", "holdout"],
+        "properties": {"weekStart": {"type": "string", "format": "date"}, "learned": ref("TimingArm"), "holdout": ref("TimingArm"),
+          "readRateDifference": {"type": "number"}, "readRateDifferenceInterval": INTERVAL}}}}}
 report_params = [ten, q("from", {"type": "string", "format": "date"}, "the first day (yyyy-MM-dd); 29 days before to without it"),
                  q("to", {"type": "string", "format": "date"}, "the last day (yyyy-MM-dd); the tenant's today without it; at most 366 days in all")]
 paths["/t/{tenant}/admin/v1/reports/engagement"] = {
@@ -470,7 +479,7 @@ paths["/t/{tenant}/admin/v1/reports/engagement/{table}"] = {
     "get": op("One table of the engagement report as CSV",
               {"200": {"description": "the table: a header row, then a row per day, impulse or life area (RFC 4180)",
                        "content": {"text/csv": {"schema": {"type": "string"}}}}},
-              ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv", "channels.csv"]})])}
+              ADMIN, tags=TA, params=report_params + [p("table", "the table", {"type": "string", "enum": ["days.csv", "impulses.csv", "life-areas.csv", "channels.csv", "learned-timing.csv"]})])}
 
 WEBHOOK_EVENTS = ["delivery.pushed", "delivery.failed", "delivery.read", "device.removed", "user.created", "user.deleted"]
 S["Webhook"] = {"type": "object", "additionalProperties": False,

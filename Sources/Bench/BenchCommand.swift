@@ -17,7 +17,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "Scenarios to run, comma-separated: burst, android-burst, rejections, rest, peer, fcm-peer, outage, restarts, overload, imports, postgres, cluster (the last two only with --database)."
+            "Scenarios to run, comma-separated: burst, android-burst, rejections, rest, peer, fcm-peer, outage, restarts, overload, imports, learned-timing, postgres, cluster (the last two only with --database)."
     )
     var scenarios = Self.defaultScenarios
 
@@ -84,7 +84,13 @@ struct BenchCommand: AsyncParsableCommand {
     var firebasePython = ".build/firebase-venv/bin/python3"
 
     static let defaultScenarios =
-        "burst,android-burst,rejections,rest,peer,fcm-peer,outage,restarts,overload,imports,postgres,cluster"
+        "burst,android-burst,rejections,rest,peer,fcm-peer,outage,restarts,overload,imports,postgres,cluster,learned-timing"
+
+    @Option(help: "Simulated readers in the learned-timing scenario (60 days through the scheduler and ledger).")
+    var timingReaders = 2000
+
+    @Option(help: "Seeds of the learned-timing scenario's runs, comma-separated.")
+    var timingSeeds = "36,1,2"
 
     @Flag(help: "A small size for CI: every scenario runs, the numbers mean nothing.")
     var smoke = false
@@ -262,6 +268,14 @@ struct BenchCommand: AsyncParsableCommand {
                 users: smoke ? 3000 : clusterUsers,
                 simulator: simulator,
                 work: work + "/cluster"
+            )
+        }
+        if wanted.contains("learned-timing") {
+            results["learnedTiming"] = try await LearnedTimingScenario.run(
+                readers: smoke ? 100 : timingReaders,
+                days: smoke ? 10 : 60,
+                seeds: smoke ? [36] : timingSeeds.split(separator: ",").compactMap { UInt64($0) },
+                work: work + "/learned-timing"
             )
         }
         let data = try JSONSerialization.data(withJSONObject: results, options: [.sortedKeys, .prettyPrinted])

@@ -229,6 +229,18 @@ enum Summary {
                     + "\(number(run["simulatorCPUMicrosecondsPerUser"], 1)) us"
             )
         }
+        for run in results["learnedTiming"] as? [[String: Any]] ?? [] {
+            let early = run["days1to7"] as? [String: Double] ?? [:]
+            let late = run["days22on"] as? [String: Double] ?? [:]
+            lines.append(
+                "  learned timing, seed \(number(run["seed"])), \(number(run["readers"])) readers: days 22-60 "
+                    + "\(number(late["learnedAgainstOracle"], 3)) of the oracle (target >= 0.90), "
+                    + "\(number(late["learnedAgainstFixed"], 3)) times fixed (>= 1.15); days 1-7 "
+                    + "\(number(early["learnedAgainstFixed"], 3)) times fixed (>= 0.98); pushes in quiet hours "
+                    + "\(number(run["pushesInQuietHours"])), on excluded days \(number(run["pushesOnExcludedDays"])), "
+                    + "missed days \(number(run["missedDays"])); \(number(run["seconds"], 1)) s"
+            )
+        }
         if let against = results["androidBurstAgainstBurst"] {
             lines.append("  half on Android against all on APNs: \(number(against, 2)) times the time (target <= 1.25)")
         }

@@ -103,9 +103,30 @@ struct LearnedTimingStoreTests {
             .population
         #expect(population.reads.joined().reduce(0, +) == 13)
 
+        // The holdout comparison counts each folded day once: no holdout, so all of them are the learned arm's.
+        let records = try await f.store.engagement(
+            tenant: f.acme,
+            from: try LocalDate(parsing: pushed[0].date),
+            through: try LocalDate(parsing: pushed[13].date)
+        )
+        var learned = TimingArmCounts()
+        var holdout = TimingArmCounts()
+        for counts in records.timing.values {
+            learned.add(counts.learned)
+            holdout.add(counts.holdout)
+        }
+        #expect(learned.deliveries == 13 && learned.read == 13 && holdout.deliveries == 0)
+        #expect(records.timing[pushed[13].date] == nil)
+
         // Another scheduler deciding the same rows again folds nothing twice.
         try await scheduler(f).tick(now: pushed.last!.pushed)
         #expect(try await f.store.userTiming(tenant: f.acme, user: f.a.id)?.evidence.deliveries() == 13)
+        let again = try await f.store.engagement(
+            tenant: f.acme,
+            from: try LocalDate(parsing: pushed[0].date),
+            through: try LocalDate(parsing: pushed[13].date)
+        )
+        #expect(again.timing == records.timing)
 
         // The user's erasure removes their state.
         _ = try await f.store.deleteUser(

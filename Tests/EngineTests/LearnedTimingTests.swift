@@ -1,4 +1,5 @@
 import Foundation
+import Simulation
 import TestSupport
 import Testing
 

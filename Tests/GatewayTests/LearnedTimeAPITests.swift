@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import GRDB
 import TestSupport
 import Testing
 
@@ -129,6 +130,74 @@ struct LearnedTimeAPITests {
             let view = try #require(learned["view"] as? [String: Any])
             #expect(view["reason"] as? String == "learning")
             #expect((learned["evidence"] as? [Any])?.isEmpty == true)
+
+            // The engagement report: no folded day yet, no week to compare.
+            let range = "?from=2026-11-02&to=2026-11-15"
+            let empty = try await broker.send(
+                .GET,
+                "/t/acme/admin/v1/reports/engagement" + range,
+                user: nil,
+                headers: AdminAPITests.bearer
+            )
+            #expect((empty.json["learnedTiming"] as? [Any])?.isEmpty == true, "\(empty.text)")
+            guard database == .sqlite else { return }
+            // Counts as the scheduler's folds leave them (its store test checks those): a week of each arm.
+            let file = try DatabaseQueue(path: broker.directory + "/broker.sqlite")
+            try await file.write { db in
+                for (day, arm, bucket, deliveries) in [
+                    ("2026-11-09", 0, 3, 60), ("2026-11-09", 0, -1, 40), ("2026-11-10", 1, 6, 5),
+                    ("2026-11-10", 1, -1, 15),
+                ] {
+                    try db.execute(
+                        sql: "INSERT INTO timing_outcomes VALUES ('acme', ?, ?, ?, ?)",
+                        arguments: [day, arm, bucket, deliveries]
+                    )
+                }
+            }
+            let report = try await broker.send(
+                .GET,
+                "/t/acme/admin/v1/reports/engagement" + range,
+                user: nil,
+                headers: AdminAPITests.bearer
+            )
+            let weeks = try #require(report.json["learnedTiming"] as? [[String: Any]], "\(report.text)")
+            #expect(weeks.count == 1 && weeks.first?["weekStart"] as? String == "2026-11-09", "\(report.text)")
+            let week = try #require(weeks.first)
+            let learnedArm = try #require(week["learned"] as? [String: Any])
+            #expect(learnedArm["deliveries"] as? Int == 100 && learnedArm["read"] as? Int == 60)
+            #expect(learnedArm["readRate"] as? Double == 0.6)
+            #expect((learnedArm["readRateInterval"] as? [Double])?.count == 2)
+            #expect(abs((week["readRateDifference"] as? Double ?? 0) - 0.35) < 1e-9, "\(week)")
+            let csv = try await broker.send(
+                .GET,
+                "/t/acme/admin/v1/reports/engagement/learned-timing.csv" + range,
+                user: nil,
+                headers: AdminAPITests.bearer
+            )
+            let lines = csv.text.split(separator: "\r\n")
+            #expect(csv.status == 200 && lines.count == 2, "\(csv.text)")
+            #expect(lines.first?.hasPrefix("week_start,learned_deliveries,learned_read,learned_read_rate") == true)
+            #expect(lines.last?.hasPrefix("2026-11-09,100,60,0.6000,") == true, "\(csv.text)")
+            #expect(lines.last?.contains(",0.3500,") == true, "\(csv.text)")
+
+            // The console's report page shows the week, both arms with their intervals, and the difference.
+            let signedIn = try await ConsoleTests().signIn(
+                broker,
+                "/t/acme/console/sign-in",
+                "root",
+                Fixture.rootPassword
+            )
+            let cookie = try #require(ConsoleTests.cookie(signedIn), "\(signedIn.status)")
+            let page = try await broker.send(
+                .GET,
+                "/t/acme/console/report" + range,
+                user: nil,
+                headers: [("Cookie", cookie)]
+            )
+            #expect(page.status == 200)
+            #expect(page.text.contains("Learned delivery times against the holdout"), "\(page.text.prefix(300))")
+            #expect(page.text.contains("60.0% (50.2%–69.1%)"), "\(page.text)")
+            #expect(page.text.contains("+35.0 pp"), "\(page.text)")
         }
     }
 }

@@ -46,7 +46,15 @@ struct UsernameCaseAPITests {
             logger: Logger(label: "username-case-api-tests")
         )
         let acme = try TenantID("acme")
-        try await old.createTenant(try Tenant(id: acme, name: "Acme", apnsTopic: "t"))
+        // The tenant as that release wrote it: this release's insert names columns added later.
+        try await DatabaseQueue(path: data + "/broker.sqlite").write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO tenants (id, name, default_language, default_time_zone, default_delivery_minute,
+                        max_pushes_per_day, apns_topic, created_at) VALUES ('acme', 'Acme', 'EN', 'UTC', 480, 1, 't', 0)
+                    """
+            )
+        }
         for name in ["anna", "ANNA", "bob"] {
             _ = try await old.createUser(try NewUser(tenant: acme, username: name, passwordHash: "x"))
         }

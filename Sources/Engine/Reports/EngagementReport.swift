@@ -5,6 +5,8 @@ public struct EngagementRecords: Sendable, Equatable {
     public var engagement: [EngagementKey: EngagementCounts] = [:]
     /// By day (`yyyy-MM-dd`).
     public var dispatch: [String: DispatchCounts] = [:]
+    /// By day: the folded deliveries of tenants that learn delivery times, learned users against the holdout.
+    public var timing: [String: TimingDayCounts] = [:]
 
     public init() {}
 }
@@ -83,6 +85,8 @@ public struct EngagementReport: Sendable, Equatable {
     /// In the life areas' order, then the unknown one.
     public var lifeAreas: [LifeAreaRow]
     public var total: EngagementCounts
+    /// Learned delivery times against the holdout, per week (empty unless the tenant learned times in the range).
+    public var timing: [TimingWeek]
 
     /// Every channel, in ``PushChannel``'s order: the range's pushes and reads by the channel that took the push
     /// (the total's, as rows).
@@ -119,6 +123,7 @@ public struct EngagementReport: Sendable, Equatable {
             perArea[area].map { LifeAreaRow(lifeArea: area, counts: $0) }
         }
         self.total = total
+        timing = TimingWeek.weeks(records.timing, range: range)
     }
 }
 
@@ -129,6 +134,7 @@ extension EngagementReport {
         case days, impulses
         case lifeAreas = "life-areas"
         case channels
+        case learnedTiming = "learned-timing"
 
         /// The table a file name asks for (`days.csv`, ...); an unknown one is not found.
         public init(file: String) throws(EngineError) {
@@ -186,6 +192,34 @@ extension EngagementReport {
                         ]
                     )
                 }
+            }
+        case .learnedTiming:
+            let arm = [
+                "deliveries", "read", "read_rate", "read_rate_low", "read_rate_high", "median_seconds_to_read",
+                "median_low", "median_high",
+            ]
+            rows.append(
+                ["week_start"] + arm.map { "learned_" + $0 } + arm.map { "holdout_" + $0 }
+                    + ["read_rate_difference", "difference_low", "difference_high"]
+            )
+            func rate(_ value: Double?) -> String { value.map { String(format: "%.4f", $0) } ?? "" }
+            func seconds(_ value: Double?) -> String { value.map { String(Int($0.rounded())) } ?? "" }
+            func cells(_ counts: TimingArmCounts) -> [String] {
+                [
+                    "\(counts.deliveries)", "\(counts.read)", rate(counts.readRate),
+                    rate(counts.readRateInterval?.lowerBound), rate(counts.readRateInterval?.upperBound),
+                    seconds(counts.medianSecondsToRead), seconds(counts.medianInterval?.lowerBound),
+                    seconds(counts.medianInterval?.upperBound),
+                ]
+            }
+            for week in timing {
+                rows.append(
+                    [week.weekStart.description] + cells(week.learned) + cells(week.holdout)
+                        + [
+                            rate(week.readRateDifference), rate(week.readRateDifferenceInterval?.lowerBound),
+                            rate(week.readRateDifferenceInterval?.upperBound),
+                        ]
+                )
             }
         }
         return rows.map { $0.map(Self.field).joined(separator: ",") + "\r\n" }.joined()

@@ -99,20 +99,7 @@ public enum ReadLatency {
 
     /// The median, interpolated inside the bucket that holds it (the last, open bucket answers its lower bound).
     public static func median(_ buckets: [Int]) -> Double? {
-        let total = buckets.reduce(0, +)
-        guard total > 0 else { return nil }
-        let half = Double(total) / 2
-        var below = 0
-        for (index, count) in buckets.enumerated() where count > 0 {
-            if Double(below + count) >= half {
-                let lower = index == 0 ? 0 : bounds[index - 1]
-                guard index < bounds.count else { return lower }
-                let fraction = (half - Double(below)) / Double(count)
-                return lower + fraction * (bounds[index] - lower)
-            }
-            below += count
-        }
-        return nil
+        quantile(buckets, rank: Double(buckets.reduce(0, +)) / 2)
     }
 }
 

@@ -462,12 +462,13 @@ public actor Scheduler {
                 )
                 // A day is folded in once it is over: before the day being delivered, and before today.
                 let cutoff = min(today, entry.localDate ?? today)
-                let (timing, added) = (batch.users[entry.user] ?? UserTiming()).folding(
+                let (timing, added, counts) = (batch.users[entry.user] ?? UserTiming()).folding(
                     batch.outcomes[entry.user] ?? [],
                     before: cutoff,
-                    in: zone
+                    in: zone,
+                    holdout: tenant.learnedTiming.isHoldout(tenant: tenantID, user: entry.user)
                 )
-                folded[entry.user] = TimingWrite(timing: timing, added: added)
+                folded[entry.user] = TimingWrite(timing: timing, added: added, outcomes: counts)
                 due[index].timing = TimingInputs(
                     evidence: timing.evidence,
                     previous: timing.previous,

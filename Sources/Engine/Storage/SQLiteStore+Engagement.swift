@@ -80,6 +80,10 @@ extension SQLiteStore {
         SELECT day, impulse_id, channel, pushed, read FROM engagement_channels
         WHERE tenant_id = ? AND day BETWEEN ? AND ?
         """,
+        """
+        SELECT day, arm, bucket, deliveries FROM timing_outcomes
+        WHERE tenant_id = ? AND day BETWEEN ? AND ?
+        """,
     ]
 
     public func engagement(tenant: TenantID, from: LocalDate, through: LocalDate) async throws -> EngagementRecords {
@@ -125,6 +129,9 @@ extension SQLiteStore {
                 let key = EngagementKey(tenant: tenant, day: row[0], impulse: ImpulseID(trusted: row[1]))
                 guard records.engagement[key] != nil, let channel = PushChannel(rawValue: row[2]) else { continue }
                 records.engagement[key]?.channels[channel] = ChannelCounts(pushed: row[3], read: row[4])
+            }
+            for row in try Row.fetchAll(db, sql: Self.engagementSQL[4], arguments: arguments) {
+                records.timing[row[0], default: TimingDayCounts()].add(arm: row[1], bucket: row[2], count: row[3])
             }
             return records
         }

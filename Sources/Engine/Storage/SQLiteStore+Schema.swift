@@ -454,8 +454,8 @@ extension SQLiteStore {
             )
         }
         migrator.registerMigration("v22-learned-timing") { db in
-            // Learned delivery times (issue 36): a tenant's settings (NULL: off), each user's state and each
-            // tenant's population. A nullable column and tables of their own: the previous release's nodes never
+            // Learned delivery times (issue 36): a tenant's settings (NULL: off), each user's state, each tenant's
+            // population and the holdout comparison's counts. A nullable column and tables of their own: the previous release's nodes never
             // read them, and their erasures remove a user's state through the foreign key.
             try db.execute(
                 sql: """
@@ -480,6 +480,14 @@ extension SQLiteStore {
                         reads REAL NOT NULL DEFAULT 0,
                         misses REAL NOT NULL DEFAULT 0,
                         PRIMARY KEY (tenant_id, kind, slot)
+                    );
+                    CREATE TABLE timing_outcomes (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        day TEXT NOT NULL,
+                        arm INTEGER NOT NULL,
+                        bucket INTEGER NOT NULL,
+                        deliveries INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (tenant_id, day, arm, bucket)
                     );
                     """
             )

@@ -115,6 +115,7 @@ extension SQLiteStore {
                 """
         )
         var population: [TenantID: ReadEvidence] = [:]
+        var outcomes: [TimingOutcomeKey: Int] = [:]
         for update in updates {
             guard let write = update.timing else { continue }
             let timing = write.timing
@@ -124,7 +125,9 @@ extension SQLiteStore {
                 timing.planned?.date.description, timing.planned?.time.minuteOfDay, timing.planned?.reason.name,
                 timing.version,
             ])
-            if db.changesCount > 0 { population[update.tenant, default: ReadEvidence()].add(write.added) }
+            guard db.changesCount > 0 else { continue }
+            population[update.tenant, default: ReadEvidence()].add(write.added)
+            for outcome in write.outcomes { outcomes[TimingOutcomeKey(update.tenant, outcome), default: 0] += 1 }
         }
         let add = try db.cachedStatement(
             sql: """
@@ -139,6 +142,15 @@ extension SQLiteStore {
                     tenant.rawValue, cell.kind.rawValue, cell.slot.index, cell.reads, cell.misses,
                 ])
             }
+        }
+        let count = try db.cachedStatement(
+            sql: """
+                INSERT INTO timing_outcomes (tenant_id, day, arm, bucket, deliveries) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, day, arm, bucket) DO UPDATE SET deliveries = deliveries + excluded.deliveries
+                """
+        )
+        for (key, deliveries) in outcomes.sorted(by: { $0.key < $1.key }) {
+            try count.execute(arguments: [key.tenant.rawValue, key.day, key.arm, key.bucket, deliveries])
         }
     }
 

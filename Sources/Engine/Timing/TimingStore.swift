@@ -33,3 +33,23 @@ extension ReadEvidence {
         }
     }
 }
+
+/// A row of the holdout comparison's counts: a tenant's day, arm (0 learned, 1 holdout) and read latency bucket
+/// (-1: unread).
+struct TimingOutcomeKey: Hashable, Comparable {
+    var tenant: TenantID
+    var day: String
+    var arm: Int
+    var bucket: Int
+
+    init(_ tenant: TenantID, _ outcome: TimingOutcomeCount) {
+        self.tenant = tenant
+        day = outcome.day.description
+        arm = outcome.holdout ? 1 : 0
+        bucket = outcome.storedBucket
+    }
+
+    static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.tenant.rawValue, lhs.day, lhs.arm, lhs.bucket) < (rhs.tenant.rawValue, rhs.day, rhs.arm, rhs.bucket)
+    }
+}

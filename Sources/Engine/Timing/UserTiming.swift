@@ -116,16 +116,36 @@ public struct TimingBatch: Sendable, Equatable {
     }
 }
 
-/// What a batch's commit writes for one user: the new state (its `version` the one read, for the compare-and-set)
-/// and the evidence it added, which goes to the tenant's population when the write takes effect.
+/// What a batch's commit writes for one user: the new state (its `version` the one read, for the compare-and-set),
+/// the evidence it added, which goes to the tenant's population, and the folded days' outcomes, which go to the
+/// holdout comparison: both only when the write takes effect, so that a day is counted once.
 public struct TimingWrite: Sendable, Equatable {
     public var timing: UserTiming
     public var added: ReadEvidence
+    public var outcomes: [TimingOutcomeCount]
 
-    public init(timing: UserTiming, added: ReadEvidence) {
+    public init(timing: UserTiming, added: ReadEvidence, outcomes: [TimingOutcomeCount] = []) {
         self.timing = timing
         self.added = added
+        self.outcomes = outcomes
     }
+}
+
+/// A folded delivery as the holdout comparison counts it: its day, its user's arm, and how long it took to be
+/// read (a ``ReadLatency`` bucket; nil: not read by the time its day was folded, a day or so after its push).
+public struct TimingOutcomeCount: Sendable, Hashable {
+    public var day: LocalDate
+    public var holdout: Bool
+    public var bucket: Int?
+
+    public init(day: LocalDate, holdout: Bool, bucket: Int?) {
+        self.day = day
+        self.holdout = holdout
+        self.bucket = bucket
+    }
+
+    /// The bucket as a store keeps it: -1 for unread.
+    var storedBucket: Int { bucket ?? -1 }
 }
 
 extension UserTiming {
@@ -135,10 +155,12 @@ extension UserTiming {
     public func folding(
         _ outcomes: [TimingOutcome],
         before cutoff: LocalDate,
-        in zone: TimeZone
-    ) -> (timing: UserTiming, added: ReadEvidence) {
+        in zone: TimeZone,
+        holdout: Bool = false
+    ) -> (timing: UserTiming, added: ReadEvidence, counts: [TimingOutcomeCount]) {
         var next = self
         var added = ReadEvidence()
+        var counts: [TimingOutcomeCount] = []
         for outcome in outcomes.sorted(by: { $0.localDate < $1.localDate }) {
             guard outcome.localDate < cutoff, foldedThrough.map({ outcome.localDate > $0 }) ?? true else { continue }
             let kind = DayKind(isoWeekday: outcome.localDate.isoWeekday)
@@ -146,11 +168,20 @@ extension UserTiming {
             let read = outcome.readAt.map { Self.wall($0, in: zone) }
             let sameDay = read.map { $0.date == pushed.date } ?? false
             added.observe(pushedAt: pushed.time, readAt: sameDay ? read?.time : nil, kind)
+            counts.append(
+                TimingOutcomeCount(
+                    day: outcome.localDate,
+                    holdout: holdout,
+                    bucket: outcome.readAt.map {
+                        ReadLatency.bucket(seconds: max(0, $0.timeIntervalSince(outcome.pushedAt)))
+                    }
+                )
+            )
         }
         next.evidence.add(added)
         let through = cutoff.adding(days: -1)
         next.foldedThrough = max(foldedThrough ?? through, through)
-        return (next, added)
+        return (next, added, counts)
     }
 
     static func wall(_ instant: Date, in zone: TimeZone) -> (date: LocalDate, time: LocalTime) {

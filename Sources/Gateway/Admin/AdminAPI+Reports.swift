@@ -80,6 +80,8 @@ struct EngagementReportBody: Encodable, Sendable {
     var days: [Day]
     var impulses: [Impulse]
     var lifeAreas: [LifeArea]
+    /// Learned delivery times against the holdout, per week (empty unless the tenant learned times in the range).
+    var learnedTiming: [TimingWeekBody]
 
     init(_ report: EngagementReport) {
         tenant = report.tenant.rawValue
@@ -104,13 +106,47 @@ struct EngagementReportBody: Encodable, Sendable {
         lifeAreas = report.lifeAreas.map {
             LifeArea(lifeArea: $0.lifeArea?.rawValue, counts: EngagementCountsBody($0.counts))
         }
+        learnedTiming = report.timing.map(TimingWeekBody.init)
+    }
+}
+
+/// One week of learned times against the holdout, with 95% intervals.
+struct TimingWeekBody: Encodable, Sendable {
+    struct Arm: Encodable, Sendable {
+        var deliveries: Int
+        var read: Int
+        var readRate: Double?
+        var readRateInterval: [Double]?
+        var medianSecondsToRead: Int?
+        var medianInterval: [Int]?
+
+        init(_ counts: TimingArmCounts) {
+            (deliveries, read, readRate) = (counts.deliveries, counts.read, counts.readRate)
+            readRateInterval = counts.readRateInterval.map { [$0.lowerBound, $0.upperBound] }
+            medianSecondsToRead = counts.medianSecondsToRead.map { Int($0.rounded()) }
+            medianInterval = counts.medianInterval.map { [Int($0.lowerBound.rounded()), Int($0.upperBound.rounded())] }
+        }
+    }
+
+    var weekStart: String
+    var learned: Arm
+    var holdout: Arm
+    var readRateDifference: Double?
+    var readRateDifferenceInterval: [Double]?
+
+    init(_ week: TimingWeek) {
+        weekStart = week.weekStart.description
+        learned = Arm(week.learned)
+        holdout = Arm(week.holdout)
+        readRateDifference = week.readRateDifference
+        readRateDifferenceInterval = week.readRateDifferenceInterval.map { [$0.lowerBound, $0.upperBound] }
     }
 }
 
 extension AdminAPI {
     /// The engagement report of a range of days (`from`, `to`; the last 30 days without them), as JSON, or one of
     /// its tables as CSV (`/reports/engagement/days.csv`, `impulses.csv`, `life-areas.csv`,
-    /// `channels.csv`).
+    /// `channels.csv`, `learned-timing.csv`).
     func addReportRoutes(_ router: Router<BrokerRequestContext>, api: RESTAPI, scheme: String) {
         @Sendable func report(
             _ request: Request,

@@ -111,6 +111,34 @@ extension Console {
                         "readRate": Self.percent(row.counts.readRate),
                     ]
                 },
+                "hasTiming": !report.timing.isEmpty,
+                "timing": report.timing.map { week -> [String: String] in
+                    func rate(_ arm: TimingArmCounts) -> String {
+                        guard let interval = arm.readRateInterval else { return "–" }
+                        return Self.percent(arm.readRate)
+                            + " (\(Self.percent(interval.lowerBound))–\(Self.percent(interval.upperBound)))"
+                    }
+                    func median(_ arm: TimingArmCounts) -> String {
+                        guard let interval = arm.medianInterval else { return "–" }
+                        return Self.duration(arm.medianSecondsToRead)
+                            + " (\(Self.duration(interval.lowerBound))–\(Self.duration(interval.upperBound)))"
+                    }
+                    let difference = week.readRateDifferenceInterval.map { interval in
+                        String(
+                            format: "%+.1f pp (%+.1f to %+.1f)",
+                            (week.readRateDifference ?? 0) * 100,
+                            interval.lowerBound * 100,
+                            interval.upperBound * 100
+                        )
+                    }
+                    return [
+                        "week": week.weekStart.description,
+                        "learnedDeliveries": "\(week.learned.deliveries)", "learnedRate": rate(week.learned),
+                        "learnedMedian": median(week.learned), "holdoutDeliveries": "\(week.holdout.deliveries)",
+                        "holdoutRate": rate(week.holdout), "holdoutMedian": median(week.holdout),
+                        "difference": difference ?? "–",
+                    ]
+                },
                 "chart": ConsoleChart.svg(
                     report.days,
                     title: "Deliveries assigned and read per day, \(report.range.from) to \(report.range.through)"

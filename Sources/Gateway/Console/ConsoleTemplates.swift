@@ -118,6 +118,18 @@ enum ConsoleTemplates {
         <tbody>{{#channels}}<tr><th scope="row">{{channel}}</th><td class="num">{{pushed}}</td><td class="num">{{read}}</td>
         <td class="num">{{readRate}}</td></tr>{{/channels}}</tbody>
         </table></div>
+        {{#hasTiming}}<h2>Learned delivery times against the holdout</h2>
+        <p class="muted">Per week: each arm's daily impulses, read by the day after their push, with 95% intervals. The
+        holdout keeps fixed times; the difference is learned minus holdout.</p>
+        <div class="table-wrap"><table id="learned-timing">
+        <thead><tr><th scope="col">Week of</th><th scope="col">Arm</th><th class="num" scope="col">Deliveries</th>
+        <th class="num" scope="col">Read rate</th><th class="num" scope="col">Median to read</th>
+        <th class="num" scope="col">Difference</th></tr></thead>
+        <tbody>{{#timing}}<tr><th scope="row" rowspan="2">{{week}}</th><td>learned</td><td class="num">{{learnedDeliveries}}</td>
+        <td class="num">{{learnedRate}}</td><td class="num">{{learnedMedian}}</td><td class="num" rowspan="2">{{difference}}</td></tr>
+        <tr><td>holdout</td><td class="num">{{holdoutDeliveries}}</td><td class="num">{{holdoutRate}}</td>
+        <td class="num">{{holdoutMedian}}</td></tr>{{/timing}}</tbody>
+        </table></div>{{/hasTiming}}
         <h2>Per impulse</h2>
         <div class="table-wrap"><table>
         <thead><tr><th scope="col">Impulse</th><th scope="col">Title</th><th scope="col">Life area</th>

@@ -167,6 +167,18 @@ extension PostgresStore {
                     PRIMARY KEY (tenant_id, kind, slot)
                 )
                 """,
+                // The holdout comparison's counts: folded deliveries per day, arm (0 learned, 1 holdout) and read
+                // latency bucket (-1: unread).
+                """
+                CREATE TABLE timing_outcomes (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    day text NOT NULL,
+                    arm integer NOT NULL,
+                    bucket integer NOT NULL,
+                    deliveries bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (tenant_id, day, arm, bucket)
+                )
+                """,
             ]
         ),
     ]

@@ -123,6 +123,10 @@ extension PostgresStore {
             [("tenant_id", .text), ("kind", .integer), ("slot", .integer), ("reads", .real), ("misses", .real)]
         ),
         (
+            "timing_outcomes",
+            [("tenant_id", .text), ("day", .text), ("arm", .integer), ("bucket", .integer), ("deliveries", .integer)]
+        ),
+        (
             "reminders",
             [
                 ("id", .integer), ("tenant_id", .text), ("user_id", .integer), ("impulse_id", .text),

@@ -155,6 +155,19 @@ extension PostgresStore {
                 guard records.engagement[key] != nil, let channel = PushChannel(rawValue: name) else { continue }
                 records.engagement[key]?.channels[channel] = ChannelCounts(pushed: try row.at(3), read: try row.at(4))
             }
+            for row in try await connection.rows(
+                """
+                SELECT day, arm, bucket, deliveries FROM timing_outcomes
+                WHERE tenant_id = \(id) AND day BETWEEN \(first) AND \(last)
+                """,
+                logger
+            ) {
+                records.timing[try row.at(0, as: String.self), default: TimingDayCounts()].add(
+                    arm: try row.at(1),
+                    bucket: try row.at(2),
+                    count: try row.at(3)
+                )
+            }
             return records
         }
     }

@@ -103,6 +103,7 @@ extension PostgresStore {
     /// commits lock the population's rows in one order.
     func writeTimings(_ updates: [ScheduleUpdate], _ connection: PostgresConnection) async throws {
         var population: [TenantID: ReadEvidence] = [:]
+        var outcomes: [TimingOutcomeKey: Int] = [:]
         for update in updates {
             guard let write = update.timing else { continue }
             let timing = write.timing
@@ -125,7 +126,9 @@ extension PostgresStore {
                 """,
                 logger
             )
-            if written > 0 { population[update.tenant, default: ReadEvidence()].add(write.added) }
+            guard written > 0 else { continue }
+            population[update.tenant, default: ReadEvidence()].add(write.added)
+            for outcome in write.outcomes { outcomes[TimingOutcomeKey(update.tenant, outcome), default: 0] += 1 }
         }
         for tenant in population.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             for cell in population[tenant]?.cells ?? [] {
@@ -139,6 +142,17 @@ extension PostgresStore {
                     logger
                 )
             }
+        }
+        for (key, deliveries) in outcomes.sorted(by: { $0.key < $1.key }) {
+            try await connection.run(
+                """
+                INSERT INTO timing_outcomes (tenant_id, day, arm, bucket, deliveries)
+                VALUES (\(key.tenant.rawValue), \(key.day), \(key.arm), \(key.bucket), \(deliveries))
+                ON CONFLICT (tenant_id, day, arm, bucket)
+                DO UPDATE SET deliveries = timing_outcomes.deliveries + excluded.deliveries
+                """,
+                logger
+            )
         }
     }
 
