@@ -147,4 +147,29 @@ struct LearnedSchedulingTests {
         // Moved as late as the quiet hours allow: 20:30, the last half hour before them.
         #expect(times.suffix(5).allSatisfy { Int($0.timeIntervalSince1970 + 3600) % 86_400 == 20 * 3600 + 1800 })
     }
+
+    @Test(
+        "A day's report says 'deferred by quiet hours' from the day's own time: the stated one inside them, not a learned one outside"
+    )
+    func deferredByTheDaysTime() throws {
+        // Stated 08:00 inside the quiet hours 06:00-08:30; the user reads at 09:45.
+        let learning = try tenant(learning: true, quiet: "06:00-08:30")
+        let fixed = try tenant(learning: false, quiet: "06:00-08:30")
+        let evidence = try readsLate(pushed: "08:30", read: "09:45")
+        let now = try utc("2026-11-24T12:00:00Z")
+        for (tenant, deferred) in [(fixed, true), (learning, false)] {
+            var due = try entry(tenant, last: "2026-11-23", evidence: evidence, previous: "09:00")
+            due.localDate = try day("2026-11-24")
+            due.fireAt = try utc("2026-11-24T08:00:00Z")
+            let action = planner.decide(due, tenant: tenant, now: now)
+            guard case .deliver = action else {
+                Issue.record("\(action)")
+                continue
+            }
+            #expect(
+                planner.tally(action, due, tenant: tenant)?.deferredByQuietHours == deferred,
+                "\(tenant.learnedTiming)"
+            )
+        }
+    }
 }

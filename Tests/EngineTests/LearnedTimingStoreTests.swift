@@ -141,7 +141,7 @@ struct LearnedTimingStoreTests {
     }
 
     @Test(
-        "A stale compare-and-set folds nothing: the version read must still be the row's",
+        "A stale compare-and-set folds nothing; of two nodes writing the same version, one lands",
         arguments: StoreKind.allCases
     )
     func foldsOnce(_ kind: StoreKind) async throws {
@@ -160,5 +160,23 @@ struct LearnedTimingStoreTests {
         let after = try #require(try await f.store.userTiming(tenant: f.acme, user: f.a.id))
         #expect(after.evidence == before.evidence)
         #expect(after.version == before.version)
+
+        // Two nodes that read the same version (another node's store: its own connections, only the database
+        // shared) both write: the first lands, the second folds nothing, and the population counts the day once.
+        let other = try await StoreFixture.open(kind, f.location)
+        let readsBefore = try await f.store.timingBatch(tenant: f.acme, users: [f.a.id], since: LocalDate(dayNumber: 0))
+            .population.reads[0][20]
+        var fresh = after
+        fresh.evidence.add(added)
+        var both = ScheduleUpdate.move(entry, to: nil)
+        both.timing = TimingWrite(timing: fresh, added: added)
+        _ = try await other.commitSchedules([both])
+        _ = try await f.store.commitSchedules([both])
+        let landed = try #require(try await f.store.userTiming(tenant: f.acme, user: f.a.id))
+        #expect(landed.version == after.version + 1)
+        #expect(landed.evidence == fresh.evidence)
+        let readsAfter = try await f.store.timingBatch(tenant: f.acme, users: [f.a.id], since: LocalDate(dayNumber: 0))
+            .population.reads[0][20]
+        #expect(readsAfter == readsBefore + 1)
     }
 }
