@@ -273,7 +273,7 @@ struct BenchCommand: AsyncParsableCommand {
         if wanted.contains("learned-timing") {
             results["learnedTiming"] = try await LearnedTimingScenario.run(
                 readers: smoke ? 100 : timingReaders,
-                days: smoke ? 10 : 60,
+                days: smoke ? 24 : 60,
                 seeds: smoke ? [36] : timingSeeds.split(separator: ",").compactMap { UInt64($0) },
                 work: work + "/learned-timing"
             )

@@ -38,11 +38,13 @@ enum LearnedTimingScenario {
             )
             let elapsed = started.duration(to: .now)
             await store.close()
+            // JSON has no NaN: a range without deliveries (a run shorter than 22 days) gives zeros.
             func rates(_ rates: TimingSimulation.Rates) -> [String: Double] {
-                [
-                    "learned": rates.learned, "fixed": rates.fixed, "oracle": rates.oracle,
-                    "learnedAgainstOracle": rates.learned / rates.oracle,
-                    "learnedAgainstFixed": rates.learned / rates.fixed,
+                func finite(_ value: Double) -> Double { value.isFinite ? value : 0 }
+                return [
+                    "learned": finite(rates.learned), "fixed": finite(rates.fixed), "oracle": finite(rates.oracle),
+                    "learnedAgainstOracle": finite(rates.learned / rates.oracle),
+                    "learnedAgainstFixed": finite(rates.learned / rates.fixed),
                 ]
             }
             runs.append([
