@@ -33,12 +33,12 @@ public struct SimulatedReaders: Sendable {
     let seed: UInt64
 
     /// `count` readers; stated times 07:00-09:00 on the half hour; quiet hours 21:00-07:00; 15% without a habit.
-    public init(count: Int, seed: UInt64) {
+    public init(count: Int, seed: UInt64) throws {
         var generator = SeededGenerator(seed: seed)
         self.seed = seed
-        quietHours = try! QuietHours(parsing: "21:00-07:00")
-        readers = (1...count).map { n in
-            let stated = try! LocalTime(minuteOfDay: 7 * 60 + 30 * Int(generator.unit() * 5))
+        quietHours = try QuietHours(parsing: "21:00-07:00")
+        readers = try (1...count).map { n in
+            let stated = try LocalTime(minuteOfDay: 7 * 60 + 30 * Int(generator.unit() * 5))
             let habit = generator.unit() >= 0.15
             // The habit's peak: up to 150 minutes either side of the stated time, and not in the quiet hours.
             let offset = Int((generator.unit() * 2 - 1) * 150)
@@ -98,7 +98,9 @@ public struct SimulatedReaders: Sendable {
     public func oracle(_ reader: Reader, _ kind: DayKind, windowMinutes: Int) -> Int {
         let stated = reader.stated.minuteOfDay
         let minutes = [stated] + (0..<48).map { $0 * 30 }.filter { abs($0 - stated) <= windowMinutes }
-        return minutes.filter { !quietHours.contains(try! LocalTime(minuteOfDay: $0)) }
-            .max { reader.chance(at: $0, kind) < reader.chance(at: $1, kind) } ?? stated
+        return minutes.filter { minute in
+            (try? LocalTime(minuteOfDay: minute)).map { !quietHours.contains($0) } ?? false
+        }
+        .max { reader.chance(at: $0, kind) < reader.chance(at: $1, kind) } ?? stated
     }
 }

@@ -59,14 +59,14 @@ public struct TimingSimulation: Sendable {
         self.seed = seed
     }
 
-    /// The tenant the simulation creates.
-    public static let tenant = try! TenantID("sim")
+    /// The tenant the simulation creates (the recorded deliveries' query names it).
+    public static let tenantName = "sim"
     /// Monday 2026-01-05, 00:00 UTC.
     public static let start = Date(timeIntervalSince1970: 1_767_571_200)
 
     public func run(store: any BrokerStore, recorded: Recorded, logger: Logger) async throws -> Outcome {
-        let world = SimulatedReaders(count: readers, seed: seed)
-        let tenantID = Self.tenant
+        let world = try SimulatedReaders(count: readers, seed: seed)
+        let tenantID = try TenantID(Self.tenantName)
         let programme = try Weekdays([1, 2, 3, 4, 5, 6])
         var tenant = try Tenant(
             id: tenantID,

@@ -206,10 +206,10 @@ struct LearnedTimingTests {
         days: Int,
         seed: UInt64,
         policy: LearnedTiming = LearnedTiming(enabled: true, holdoutShare: 0)
-    ) -> (early: Rates, late: Rates, quietPushes: Int) {
-        let world = SimulatedReaders(count: readers, seed: seed)
-        let tenant = try! TenantID("acme")
-        let start = try! LocalDate(parsing: "2026-01-05")  // a Monday
+    ) throws -> (early: Rates, late: Rates, quietPushes: Int) {
+        let world = try SimulatedReaders(count: readers, seed: seed)
+        let tenant = try TenantID("acme")
+        let start = try LocalDate(parsing: "2026-01-05")  // a Monday
         var evidence = [ReadEvidence](repeating: ReadEvidence(), count: world.readers.count)
         // The step is measured from the last delivery of the same day kind.
         var previous = [[LocalTime]](repeating: world.readers.map(\.stated), count: 2)
@@ -260,10 +260,10 @@ struct LearnedTimingTests {
     @Test(
         "Simulated readers, the model alone: days 22-60 at least 90% of the oracle and 15% above fixed times, days 1-7 at least 98% of fixed, none in quiet hours"
     )
-    func simulatedReaders() {
+    func simulatedReaders() throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["TIMING_SEED"] ?? "") ?? 36
         let readers = Int(ProcessInfo.processInfo.environment["TIMING_READERS"] ?? "") ?? 1000
-        let (early, late, quiet) = Self.simulate(readers: readers, days: 60, seed: seed)
+        let (early, late, quiet) = try Self.simulate(readers: readers, days: 60, seed: seed)
         print("learned timing, model alone, \(readers) readers, seed \(seed): days 1-7 \(early); days 22-60 \(late)")
         #expect(late.learned >= 0.9 * late.oracle, "\(late)")
         #expect(late.learned >= 1.15 * late.fixed, "\(late)")

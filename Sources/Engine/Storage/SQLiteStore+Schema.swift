@@ -494,11 +494,4 @@ extension SQLiteStore {
         }
         return migrator
     }
-
-    /// The ``ReadLatency`` bucket of a number of seconds, in SQL (both stores' migrations count old reads with it).
-    static func latencyBucketSQL(_ seconds: String) -> String {
-        "CASE "
-            + ReadLatency.bounds.enumerated().map { "WHEN \(seconds) <= \($0.element) THEN \($0.offset)" }
-            .joined(separator: " ") + " ELSE \(ReadLatency.bounds.count) END"
-    }
 }
