@@ -129,6 +129,8 @@ S["LearnedTime"] = {"type": "object", "additionalProperties": False,
     "deliveries": {"type": "integer", "minimum": 0}, "reads": {"type": "integer", "minimum": 0},
     "summary": {"type": "string", "description": "one line, e.g. \"07:30, from 23 reads of 30 deliveries\""}}}
 S["LearnedTimeOptIn"] = {"type": "object", "required": ["optedIn"], "properties": {"optedIn": {"type": "boolean"}}}
+# The app's body: its routes ignore members they do not know (the admin API refuses them).
+S["MyLearnedTime"] = {"type": "object", "required": ["optedIn"], "properties": {"optedIn": {"type": "boolean"}}}
 S["Password"] = {"type": "object", "required": ["password"], "properties": {"password": {"type": "string", "minLength": 1}}}
 S["Operator"] = {"type": "object", "additionalProperties": False, "required": ["name", "createdAt"],
   "properties": {"name": {"type": "string"}, "createdAt": {"type": "string", "format": "date-time"}}}
@@ -228,7 +230,7 @@ client["/v1/me/preferences"] = {"put": op("Replaces my preferences", json_respon
 client["/v1/me/learned-time"] = {
     "get": op("My learned delivery time and why it is what it is", json_response("the learned time", "LearnedTime"), BASIC, tags=["client"]),
     "put": op("Lets a delivery time I set myself be learned, or not", json_response("the learned time", "LearnedTime"), BASIC,
-              body=jbody("LearnedTimeOptIn"), tags=["client"])}
+              body=jbody("MyLearnedTime"), tags=["client"])}
 client["/v1/devices"] = {"get": op("My devices", json_response("devices", "DeviceList"), BASIC, tags=["client"])}
 tok = p("token", "the device token: hex for an iPhone, as FCM gave it for an Android phone")
 client["/v1/devices/{token}"] = {
