@@ -10,8 +10,6 @@ extension SQLiteStore {
 
     public func timingBatch(tenant: TenantID, users: [UserID], since: LocalDate) async throws -> TimingBatch {
         guard !users.isEmpty else { return TimingBatch() }
-        let minimum =
-            try await self.tenant(tenant)?.learnedTiming.minimumDeliveries ?? LearnedTiming().minimumDeliveries
         return try await read { db in
             var batch = TimingBatch()
             try Self.forEachUserList(users, tenant: tenant) { list, values in
@@ -23,7 +21,7 @@ extension SQLiteStore {
                 )
                 try states.bindPositionally(values)
                 for row in try Row.fetchAll(states) {
-                    batch.users[UserID(row[0] as Int64)] = try Self.userTiming(from: row, minimumDeliveries: minimum)
+                    batch.users[UserID(row[0] as Int64)] = try Self.userTiming(from: row)
                 }
                 // The daily deliveries after what each user's state folded (the daily index serves the range).
                 let outcomes = try db.cachedStatement(
@@ -60,14 +58,12 @@ extension SQLiteStore {
     }
 
     public func userTiming(tenant: TenantID, user: UserID) async throws -> UserTiming? {
-        let minimum =
-            try await self.tenant(tenant)?.learnedTiming.minimumDeliveries ?? LearnedTiming().minimumDeliveries
-        return try await read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: "SELECT \(Self.userTimingColumns) FROM user_timing t WHERE t.user_id = ? AND t.tenant_id = ?",
                 arguments: [user.rawValue, tenant.rawValue]
-            ).map { try Self.userTiming(from: $0, minimumDeliveries: minimum) }
+            ).map { try Self.userTiming(from: $0) }
         }
     }
 
@@ -154,7 +150,7 @@ extension SQLiteStore {
         }
     }
 
-    static func userTiming(from row: Row, minimumDeliveries: Int) throws -> UserTiming {
+    static func userTiming(from row: Row) throws -> UserTiming {
         let evidence = try (row[2] as String?).map { try StoredForm.evidence($0) } ?? ReadEvidence()
         let planned: PlannedTiming? = {
             guard let text = row[6] as String?, let date = try? LocalDate(parsing: text),
@@ -163,7 +159,7 @@ extension SQLiteStore {
             return PlannedTiming(
                 date: date,
                 time: LocalTime(clampedMinuteOfDay: minute),
-                reason: TimingReason(name: row[8] ?? "", evidence: evidence, minimumDeliveries: minimumDeliveries)
+                reason: TimingReason(name: row[8] ?? "", evidence: evidence)
             )
         }()
         return UserTiming(

@@ -60,8 +60,9 @@ extension TimingReason {
         }
     }
 
-    /// The reason a stored name stands for, with the counts of the evidence it was planned with.
-    public init(name: String, evidence: ReadEvidence, minimumDeliveries: Int) {
+    /// The reason a stored name stands for, with the counts of the evidence it was planned with. The deliveries a
+    /// user needs are the model's constant (tenants set only `enabled`, the window and the holdout).
+    public init(name: String, evidence: ReadEvidence, minimumDeliveries: Int = LearnedTiming().minimumDeliveries) {
         switch name {
         case "holdout": self = .holdout
         case "own-time": self = .ownTime

@@ -9,8 +9,6 @@ extension PostgresStore {
 
     public func timingBatch(tenant: TenantID, users: [UserID], since: LocalDate) async throws -> TimingBatch {
         guard !users.isEmpty else { return TimingBatch() }
-        let minimum =
-            try await self.tenant(tenant)?.learnedTiming.minimumDeliveries ?? LearnedTiming().minimumDeliveries
         let ids = users.map(\.rawValue)
         let floor = since.adding(days: -1).description
         return try await read { [self] connection in
@@ -22,10 +20,7 @@ extension PostgresStore {
                 """,
                 logger
             ) {
-                batch.users[UserID(try row.at(0, as: Int64.self))] = try Self.userTiming(
-                    from: row,
-                    minimumDeliveries: minimum
-                )
+                batch.users[UserID(try row.at(0, as: Int64.self))] = try Self.userTiming(from: row)
             }
             // The daily deliveries after what each user's state folded (the daily index serves the range).
             for row in try await connection.rows(
@@ -60,16 +55,14 @@ extension PostgresStore {
     }
 
     public func userTiming(tenant: TenantID, user: UserID) async throws -> UserTiming? {
-        let minimum =
-            try await self.tenant(tenant)?.learnedTiming.minimumDeliveries ?? LearnedTiming().minimumDeliveries
-        return try await read { [self] connection in
+        try await read { [self] connection in
             try await connection.rows(
                 """
                 SELECT \(unescaped: Self.userTimingColumns) FROM user_timing t
                 WHERE t.user_id = \(user.rawValue) AND t.tenant_id = \(tenant.rawValue)
                 """,
                 logger
-            ).first.map { try Self.userTiming(from: $0, minimumDeliveries: minimum) }
+            ).first.map { try Self.userTiming(from: $0) }
         }
     }
 
@@ -156,7 +149,7 @@ extension PostgresStore {
         }
     }
 
-    static func userTiming(from row: PostgresRandomAccessRow, minimumDeliveries: Int) throws -> UserTiming {
+    static func userTiming(from row: PostgresRandomAccessRow) throws -> UserTiming {
         let evidence = try (try row.at(2, as: String?.self)).map(StoredForm.evidence) ?? ReadEvidence()
         var planned: PlannedTiming?
         if let text = try row.at(6, as: String?.self), let date = try? LocalDate(parsing: text),
@@ -165,11 +158,7 @@ extension PostgresStore {
             planned = PlannedTiming(
                 date: date,
                 time: LocalTime(clampedMinuteOfDay: minute),
-                reason: TimingReason(
-                    name: try row.at(8, as: String?.self) ?? "",
-                    evidence: evidence,
-                    minimumDeliveries: minimumDeliveries
-                )
+                reason: TimingReason(name: try row.at(8, as: String?.self) ?? "", evidence: evidence)
             )
         }
         return UserTiming(
