@@ -187,7 +187,7 @@ struct MetricsTests {
         defer { broker.terminate() }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
-        let text = try await ClusterTests.adminGet(broker, "/metrics", client: client)
+        let text = try await HeavyTests.ClusterTests.adminGet(broker, "/metrics", client: client)
         let line = text.split(separator: "\n").first {
             $0.hasPrefix("broker_apns_certificate_expiry_timestamp_seconds{identity=\"default\"} ")
         }

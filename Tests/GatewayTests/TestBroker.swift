@@ -170,7 +170,7 @@ struct TestBroker: Sendable {
             case .postgres:
                 try await PostgresStore(
                     configuration: try PostgresStoreConfiguration(
-                        url: try await PostgresTestDatabases.make() + "?sslmode=disable&pool=8"
+                        url: try await PostgresTestDatabases.makeMigrated() + "?sslmode=disable&pool=8"
                     ),
                     logger: logger
                 )

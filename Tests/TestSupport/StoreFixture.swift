@@ -59,7 +59,7 @@ public struct StoreFixture: Sendable {
         let location =
             switch kind {
             case .sqlite: TemporaryDirectories.make("engine-tests-") + "/broker.sqlite"
-            case .postgres: try await PostgresTestDatabases.make() + "?sslmode=disable&pool=4"
+            case .postgres: try await PostgresTestDatabases.makeMigrated() + "?sslmode=disable&pool=4"
             }
         let store = try await open(kind, location)
         let acme = try TenantID("acme")
