@@ -80,7 +80,7 @@ struct TLSReloadTests {
         #expect(await broker.stop() == 0)
     }
 
-    @Test("A change to the files is noticed by their size and time; unchanged files are not read again")
+    @Test("A change to the files is noticed by their contents; unchanged files make no new context")
     func fileChange() throws {
         let data = TestBroker.temporaryDirectory()
         let files = TLSFiles(certificatePath: data + "/rest.crt", privateKeyPath: data + "/rest.key")
@@ -89,13 +89,104 @@ struct TLSReloadTests {
         let before = tls.context
         #expect(try tls.reload(onlyIfChanged: true) == false)
         #expect(tls.context === before)
-        // Modification times may be equal within a second: the new pair is written with a later time.
+        // The same size, the same modification time, other contents: a new context.
+        let stamp = try FileManager.default.attributesOfItem(atPath: files.certificatePath)[.modificationDate]
         _ = try Self.writePair(files)
-        let later = Date().addingTimeInterval(5)
         for path in [files.certificatePath, files.privateKeyPath] {
-            try FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: path)
+            try FileManager.default.setAttributes([.modificationDate: try #require(stamp)], ofItemAtPath: path)
         }
         #expect(try tls.reload(onlyIfChanged: true) == true)
         #expect(tls.context !== before)
+    }
+
+    @Test(
+        "A Kubernetes Secret rotated by its ..data link is noticed: new connections and the expiry gauge get the new pair"
+    )
+    func kubernetesSecretRotation() async throws {
+        let data = TestBroker.temporaryDirectory()
+        let secret = try KubernetesSecretVolume(at: data + "/secret")
+        let first = try SelfSignedCertificate.make(hostnames: ["localhost"], validity: 30 * 86_400)
+        try secret.project(["tls.crt": first.certificate, "tls.key": first.key])
+        let files = TLSFiles(certificatePath: secret.path + "/tls.crt", privateKeyPath: secret.path + "/tls.key")
+
+        // The unit: the links the broker reads never change, only what ..data points at.
+        let tls = try ServerTLS(files: files)
+        let loaded = tls.context
+        let second = try SelfSignedCertificate.make(hostnames: ["localhost"], validity: 90 * 86_400)
+        try secret.project(["tls.crt": second.certificate, "tls.key": second.key])
+        #expect(try tls.reload(onlyIfChanged: true) == true, "the rotation went unnoticed")
+        #expect(tls.context !== loaded)
+        #expect(try tls.reload(onlyIfChanged: true) == false)
+
+        // A running broker, looking every 100 ms.
+        try secret.project(["tls.crt": first.certificate, "tls.key": first.key])
+        try await TestBroker.run(
+            directory: data,
+            adminToken: "t0ken",
+            tlsFiles: files,
+            tlsReloadInterval: .milliseconds(100)
+        ) { broker in
+            let open = try await Self.connect(port: broker.httpsPort, trusting: first.certificate)
+            #expect(try await Self.health(open) == 200)
+            let before = try await Self.expiryGauge(broker)
+            try secret.project(["tls.crt": second.certificate, "tls.key": second.key])
+            let renewed = try await eventually {
+                guard let connection = try? await Self.connect(port: broker.httpsPort, trusting: second.certificate)
+                else { return false }
+                defer { Task { await connection.close() } }
+                return try await Self.health(connection) == 200
+            }
+            #expect(renewed, "the new certificate was never served")
+            await #expect(throws: (any Error).self) {
+                _ = try await Self.connect(port: broker.httpsPort, trusting: first.certificate)
+            }
+            let after = try await Self.expiryGauge(broker)
+            #expect(after - before > 50 * 86_400, "the expiry gauge says \(before) then \(after)")
+            // The connection opened before goes on with the old pair.
+            #expect(try await Self.health(open) == 200)
+            await open.close()
+        }
+    }
+
+    /// `broker_tls_certificate_expiry_timestamp_seconds` from the broker's `/metrics`.
+    static func expiryGauge(_ broker: TestBroker) async throws -> Double {
+        let text = try await broker.admin("/metrics", token: "t0ken").text
+        let line = try #require(
+            text.split(separator: "\n").first { $0.hasPrefix("broker_tls_certificate_expiry_timestamp_seconds") }
+        )
+        return try #require(Double(line.split(separator: " ").last ?? ""))
+    }
+}
+
+/// A Secret volume as the kubelet writes it (its AtomicWriter): the files live in a folder named for the time they
+/// were written, `..data` links to that folder, and each key is a link `name -> ..data/name`. An update writes a new
+/// folder, points a new link `..data_tmp` at it, renames that over `..data` (atomic), and removes the old folder:
+/// the links the pod reads never change.
+struct KubernetesSecretVolume {
+    let path: String
+    private let manager = FileManager.default
+
+    init(at path: String) throws {
+        self.path = path
+        try manager.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// Projects `files` (name: contents) as the Secret's new data.
+    func project(_ files: [String: String]) throws {
+        let old = try? manager.destinationOfSymbolicLink(atPath: path + "/..data")
+        let stamp = "..\(Int(Date().timeIntervalSince1970 * 1_000_000))_\(UInt32.random(in: 0...UInt32.max))"
+        try manager.createDirectory(atPath: path + "/" + stamp, withIntermediateDirectories: false)
+        for (name, contents) in files {
+            try contents.write(toFile: path + "/" + stamp + "/" + name, atomically: false, encoding: .utf8)
+        }
+        try? manager.removeItem(atPath: path + "/..data_tmp")
+        try manager.createSymbolicLink(atPath: path + "/..data_tmp", withDestinationPath: stamp)
+        guard rename(path + "/..data_tmp", path + "/..data") == 0 else {
+            throw CocoaError(.fileWriteUnknown)
+        }
+        for name in files.keys where !manager.fileExists(atPath: path + "/" + name) {
+            try manager.createSymbolicLink(atPath: path + "/" + name, withDestinationPath: "..data/" + name)
+        }
+        if let old { try manager.removeItem(atPath: path + "/" + old) }
     }
 }

@@ -157,6 +157,8 @@ struct TestBroker: Sendable {
         loginAddressLimit: Int? = nil,
         loginAddressLeak: Duration? = nil,
         clock: (any EngineClock)? = nil,
+        tlsFiles: TLSFiles? = nil,
+        tlsReloadInterval: Duration? = nil,
         _ body: @Sendable (TestBroker) async throws -> Void
     ) async throws {
         let directory = directory ?? temporaryDirectory()
@@ -212,6 +214,9 @@ struct TestBroker: Sendable {
         if let loginAddressLeak { configuration.rest.loginAddressLeak = loginAddressLeak }
         if let clock { configuration.rest.clock = clock }
         configuration.credentialKey = credentialKey
+        configuration.tlsCertificatePath = tlsFiles?.certificatePath
+        configuration.tlsPrivateKeyPath = tlsFiles?.privateKeyPath
+        if let tlsReloadInterval { configuration.tlsReloadInterval = tlsReloadInterval }
         // The whole suite on two cores (and a PostgreSQL server) can take more than the broker's 10 s to unwind a
         // cancelled service: ServiceLifecycle would stop the test process. CI once crashed so (stop 27).
         configuration.cancellationGracePeriod = .seconds(60)
@@ -226,7 +231,7 @@ struct TestBroker: Sendable {
                 if bound.count == 1 + (plain ? 1 : 0) + (adminToken == nil ? 0 : 1) { break }
             }
             var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .file(directory + "/tls/self-signed.crt")
+            tls.trustRoots = .file(tlsFiles?.certificatePath ?? directory + "/tls/self-signed.crt")
             // Redirects are answers to look at (the console's), not to follow.
             var clientConfiguration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
             clientConfiguration.httpVersion = http1Only ? .http1Only : .automatic

@@ -181,6 +181,7 @@ public func buildApplication(
         hostnames: configuration.selfSignedHostnames,
         logger: logger
     )
+    let serverTLS = try ServerTLS(files: tls)
     let streamConfiguration = HTTP1Channel.Configuration(
         additionalChannelHandlers: [ParserErrorProblem()],
         idleTimeout: .seconds(Int64(configuration.idleTimeout.components.seconds)),
@@ -220,7 +221,7 @@ public func buildApplication(
                 transport: push.transport,
                 scheduler: scheduler,
                 store: store,
-                tls: tls
+                tls: serverTLS
             ),
             inspector: inspector,
             readiness: api.readiness,
@@ -237,7 +238,6 @@ public func buildApplication(
         )
     }
     let httpsRouter = api.router(scheme: "https")
-    let serverTLS = try ServerTLS(files: tls)
     let httpsResponder = httpsRouter.buildResponder()
     // HTTP/2 on the libnghttp2 engine, HTTP/1.1 on Hummingbird's channel; both answer through this router.
     let restServer = HTTPServerBuilder { responder in

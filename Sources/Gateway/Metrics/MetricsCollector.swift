@@ -24,8 +24,8 @@ final class MetricsCollector: Sendable {
     /// The store when several nodes share it; `nodeID` labels `broker_node_info`.
     let shared: (any SharedStore)?
     let nodeID: String
-    /// The REST listener's certificate and key files (nil: none to report).
-    let tls: TLSFiles?
+    /// The REST listener's certificate (nil: none to report).
+    let tls: ServerTLS?
     private let seen = Mutex(Seen())
 
     struct Seen {
@@ -38,7 +38,7 @@ final class MetricsCollector: Sendable {
         transport: APNsPushTransport?,
         scheduler: Scheduler?,
         store: any ChangeFeedStore,
-        tls: TLSFiles? = nil
+        tls: ServerTLS? = nil
     ) {
         self.tls = tls
         self.metrics = metrics
@@ -83,9 +83,9 @@ final class MetricsCollector: Sendable {
         }
         if let rss = Self.residentMemory() { metrics.gauge(Name.residentMemory).record(rss) }
         metrics.gauge(Name.nodeInfo, [("node", nodeID)]).record(1)
-        // Expiry times, for alerts well before the day a certificate stops working (read from the files each time:
-        // a certificate replaced on disk shows at once).
-        if let expiry = tls?.certificateExpiry() {
+        // Expiry times, for alerts well before the day a certificate stops working: the REST certificate that new
+        // connections are served (a pair on disk that did not load must not look renewed).
+        if let expiry = tls?.servedExpiry {
             metrics.gauge(Name.tlsCertificateExpiry).record(expiry.timeIntervalSince1970)
         }
         for (tenant, expiry) in transport?.certificateExpiries ?? [] {

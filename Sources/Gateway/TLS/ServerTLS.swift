@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import NIOSSL
@@ -10,33 +11,41 @@ import UnixSignals
 /// (half written, a key that does not match) is refused with an error in the log, and the old pair stays.
 public final class ServerTLS: Sendable {
     let files: TLSFiles
-    private let state: Mutex<(context: NIOSSLContext, stamp: FileStamp)>
+    private let state: Mutex<(context: NIOSSLContext, stamp: FileStamp, expiry: Date?)>
 
-    /// What identifies the files' current contents without reading them: size and modification time of each.
+    /// What identifies the files' current contents: a digest of each, read through any symbolic links.
+    ///
+    /// Not their size and modification time: Kubernetes rotates a mounted Secret by pointing the volume's hidden
+    /// `..data` link at a new folder, and `tls.crt` stays the same link (`..data/tls.crt`) with the same time of
+    /// its own; the old certificate was served long after a rotation. The files are a few kilobytes, read every
+    /// `tlsReloadInterval`.
     struct FileStamp: Equatable {
-        var certificate: [Double]
-        var key: [Double]
+        var certificate: SHA256Digest?
+        var key: SHA256Digest?
 
         init(_ files: TLSFiles) {
-            func stamp(_ path: String) -> [Double] {
-                guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return [] }
-                let size = (attributes[.size] as? Int).map(Double.init) ?? -1
-                let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? -1
-                return [size, modified]
+            func digest(_ path: String) -> SHA256Digest? {
+                // Data(contentsOf:) follows links, as opening the file for the context does.
+                guard let contents = try? Data(contentsOf: URL(fileURLWithPath: path)) else { return nil }
+                return SHA256.hash(data: contents)
             }
-            certificate = stamp(files.certificatePath)
-            key = stamp(files.privateKeyPath)
+            certificate = digest(files.certificatePath)
+            key = digest(files.privateKeyPath)
         }
     }
 
     public init(files: TLSFiles) throws {
         self.files = files
         let stamp = FileStamp(files)
-        state = Mutex((try Self.context(files), stamp))
+        state = Mutex((try Self.context(files), stamp, files.certificateExpiry()))
     }
 
     /// The context a new connection uses.
     var context: NIOSSLContext { state.withLock { $0.context } }
+
+    /// When the certificate new connections are served expires: the one loaded, not whatever the files hold now
+    /// (a pair on disk that does not load is not served, and its expiry must not reassure the expiry alert).
+    public var servedExpiry: Date? { state.withLock { $0.expiry } }
 
     private static func context(_ files: TLSFiles) throws -> NIOSSLContext {
         let configuration = try files.serverConfiguration()
@@ -47,15 +56,16 @@ public final class ServerTLS: Sendable {
         }
     }
 
-    /// Loads the files again; true when the context was replaced. With `onlyIfChanged`, files whose size and
-    /// modification time have not changed are not read.
+    /// Loads the files again; true when the context was replaced. With `onlyIfChanged`, files whose contents have
+    /// not changed since the last load (or the last failed one) do not make a new context.
     @discardableResult
     public func reload(onlyIfChanged: Bool = false) throws -> Bool {
         let stamp = FileStamp(files)
         if onlyIfChanged, state.withLock({ $0.stamp }) == stamp { return false }
         do {
             let context = try Self.context(files)
-            state.withLock { $0 = (context, stamp) }
+            let expiry = files.certificateExpiry()
+            state.withLock { $0 = (context, stamp, expiry) }
             return true
         } catch {
             // Not tried again until the files change once more.
@@ -98,7 +108,7 @@ struct TLSReloader: Service {
                 metadata: [
                     "cause": "\(cause)", "tls.certificate": "\(tls.files.certificatePath)",
                     "expires":
-                        "\(tls.files.certificateExpiry().map { ISO8601DateFormatter().string(from: $0) } ?? "?")",
+                        "\(tls.servedExpiry.map { ISO8601DateFormatter().string(from: $0) } ?? "?")",
                 ]
             )
         } catch {
