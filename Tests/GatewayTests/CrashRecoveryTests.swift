@@ -370,9 +370,13 @@ extension HeavyTests {
             return try await Self.seed(store, users: users)
         }
 
-        /// A tenant `acme` whose `users` users are all due this minute (UTC), with one device each; returns each user's
-        /// token.
-        static func seed(_ store: any BrokerStore, users: Int) async throws -> [Int64: String] {
+        /// A tenant `acme` whose `users` users are all due this minute (UTC), with one device each (an iPhone, or
+        /// with `channel` an Android phone); returns each user's token.
+        static func seed(
+            _ store: any BrokerStore,
+            users: Int,
+            channel: PushChannel = .apns
+        ) async throws -> [Int64: String] {
             let acme = try TenantID("acme")
             try await store.createTenant(
                 try Tenant(id: acme, name: "Acme", defaultTimeZone: "UTC", apnsTopic: "com.acme.impulse")
@@ -396,16 +400,22 @@ extension HeavyTests {
             var tokens: [Int64: String] = [:]
             _ = try await store.registerDevices(
                 try created.map { user in
-                    let token = String(format: "%064llx", UInt64(user.id.rawValue) &* 0x9E37_79B9_7F4A_7C15)
+                    let token =
+                        switch channel {
+                        case .apns: String(format: "%064llx", UInt64(user.id.rawValue) &* 0x9E37_79B9_7F4A_7C15)
+                        case .fcm:
+                            "seed-\(user.id.rawValue):APA91b" + String(format: "%016llx", UInt64(user.id.rawValue))
+                        }
                     tokens[user.id.rawValue] = token
                     return try Device(
                         tenant: acme,
                         topic: "com.acme.impulse",
-                        token: DeviceToken(token),
+                        token: DeviceToken(token, channel: channel),
                         owner: user.id,
                         name: "phone",
                         environment: .production,
-                        registeredAt: Date()
+                        registeredAt: Date(),
+                        channel: channel
                     )
                 }
             )

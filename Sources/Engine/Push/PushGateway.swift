@@ -124,11 +124,25 @@ public actor PushGateway {
             await withTaskCancellationHandler {
                 await group.waitForAll()
             } onCancel: {
-                Task { await self.stop() }
+                Task { await self.cut() }
             }
         }
-        // The outcomes of the last pushes go to disk before the process ends (else they are pushed again).
-        await ledger.flushOutcomes()
+        // The outcomes of the last pushes go to disk before the process ends (else they are pushed again), also
+        // when the stop was cut short: in a task of its own, which the cancellation does not reach.
+        let ledger = self.ledger
+        await Task { await ledger.flushOutcomes() }.value
+    }
+
+    /// The stop cut short (the grace period ended): says what is left unsettled, then stops at once. The pushes
+    /// awaiting an answer end with the cancellation; their deliveries, and the queued ones, stay unsettled in the
+    /// ledger and are pushed at the next start (or by another node) under the same collapse id.
+    private func cut() {
+        let queued = queues.depths.values.reduce(0, +)
+        logger.warning(
+            "push gateway cut short: deliveries awaiting an answer or queued are left unsettled; they are pushed at the next start or by another node",
+            metadata: ["unsettled_in_flight": "\(permits.inUse)", "unsettled_queued": "\(queued)"]
+        )
+        stop()
     }
 
     /// A graceful stop: takes no more deliveries from the queues (they stay unpushed in the ledger for the next

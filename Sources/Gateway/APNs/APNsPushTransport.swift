@@ -402,7 +402,9 @@ public final class APNsPushTransport: PushTransport {
     public var allClients: [HTTP2PushClient] { clients.withLock { $0.values.map(\.client) } }
 
     public func shutdown() async {
-        for client in allClients { await client.shutdown() }
+        await withTaskGroup(of: Void.self) { group in
+            for client in allClients { group.addTask { await client.shutdown() } }
+        }
     }
 
     /// The identity a tenant's push goes out with: its candidate credential, else its active uploaded one, else

@@ -333,7 +333,9 @@ public final class FCMPushTransport: PushTransport {
     }
 
     public func shutdown() async {
-        for client in allClients { await client.shutdown() }
+        await withTaskGroup(of: Void.self) { group in
+            for client in allClients { group.addTask { await client.shutdown() } }
+        }
     }
 
     static func refusal(_ reason: String) -> PushAnswer {

@@ -29,6 +29,9 @@ public final class HTTP2ClientConnection: Sendable {
         let sslContext: NIOSSLContext? = try tls.map { configuration in
             var configuration = configuration
             configuration.applicationProtocols = ["h2"]
+            // Closing waits this long at most for the peer's close_notify (NIOSSL's default is 5 s): a push service
+            // that hangs with its connections open held a stop past its deadline, one connection after another.
+            configuration.shutdownTimeout = min(configuration.shutdownTimeout, Self.closeTimeout)
             return try NIOSSLContext(configuration: configuration)
         }
         // Cancelling the caller closes the channel being set up: the connect, the TLS handshake and the wait for
@@ -193,6 +196,9 @@ public final class HTTP2ClientConnection: Sendable {
     public func close() async {
         try? await channel.close()
     }
+
+    /// How long a close waits for the peer's TLS close_notify before the socket is closed anyway.
+    static let closeTimeout = TimeAmount.seconds(1)
 }
 
 /// The streams of one call, so that cancelling the caller resets them, whether the cancellation comes before or

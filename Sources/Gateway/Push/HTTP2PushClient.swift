@@ -413,7 +413,10 @@ public actor HTTP2PushClient {
     public func shutdown() async {
         let links = pool.values.map(\.link)
         pool.removeAll()
-        for link in links { await link.connection.close() }
+        // Together: each close may wait for a peer that does not answer (at most `closeTimeout`).
+        await withTaskGroup(of: Void.self) { group in
+            for link in links { group.addTask { await link.connection.close() } }
+        }
         for waiter in waiters { waiter.resume() }
         waiters.removeAll()
     }
