@@ -536,6 +536,8 @@ struct FCMTests {
             serverHostname: "localhost",
             // Long enough for a TLS handshake on a machine the whole suite loads: the stall is what must end it.
             deadline: .seconds(5),
+            // A caller that does not wait for the next attempt: each failure answers it.
+            patience: .zero,
             clock: clock,
             logger: TestBroker.logger
         )
@@ -549,15 +551,15 @@ struct FCMTests {
         pair.simulator.setFaults(faults)
         await #expect(throws: (any Error).self) { try await tokens.token() }
         #expect(await tokens.exchanges == 1)
-        // After it (at most 1.5 s), the endpoint is asked: its failure doubles the backoff (at most 3 s).
-        clock.advance(by: .milliseconds(1500))
+        // After it (at most 0.75 s), the endpoint is asked: its failure doubles the backoff (at most 1.5 s).
+        clock.advance(by: .milliseconds(750))
         await #expect {
             try await tokens.token()
         } throws: { error in
             "\(error)".contains("500 internal_failure")
         }
         #expect(await tokens.exchanges == 2)
-        clock.advance(by: .seconds(3))
+        clock.advance(by: .milliseconds(1500))
         let first = try await tokens.token()
         #expect(await tokens.exchanges == 3 && pair.simulator.fcmCounts.tokensIssued == 1)
         // Cached for 80% of its hour, then refreshed before it expires.
@@ -570,6 +572,72 @@ struct FCMTests {
         await tokens.invalidate(second)
         #expect(try await tokens.token() != second)
         #expect(pair.simulator.fcmCounts.tokensIssued == 3)
+        await pair.stop()
+    }
+
+    @Test(
+        "While the token endpoint fails, a push waits for its next attempt (at most 12 s apart) and goes out once it is back"
+    )
+    func tokenEndpointOutage() async throws {
+        let pair = try await FCMPair.start()
+        let clock = ManualClock()
+        let tokens = FCMAccessTokens(
+            account: pair.account,
+            tls: pair.endpoint.tls,
+            serverHostname: "localhost",
+            deadline: .seconds(5),
+            clock: clock,
+            logger: TestBroker.logger
+        )
+        // Eight failed exchanges: the pauses double from 0.5 s to their 8 s ceiling (jittered by up to half).
+        var faults = SimulatorFaults()
+        faults.tokenFailNext = 8
+        pair.simulator.setFaults(faults)
+        let waiting = Task { try await tokens.token() }
+        var pauses: [Duration] = []
+        while pauses.count < 8 {
+            #expect(try await eventually { clock.sleepers == 1 && clock.requested.count == pauses.count + 1 })
+            let pause = try #require(clock.requested.last)
+            pauses.append(pause)
+            clock.advance(by: pause)
+        }
+        // The endpoint is back: the waiting caller gets a token at the next attempt, with no error on the way.
+        let token = try await waiting.value
+        #expect(!token.isEmpty && pair.simulator.fcmCounts.tokensIssued == 1)
+        #expect(await tokens.exchanges == 9)
+        for (index, pause) in pauses.enumerated() {
+            let base = min(0.5 * Double(1 << index), 8)
+            #expect(
+                pause.seconds >= base * 0.5 - 0.001 && pause.seconds <= base * 1.5 + 0.001,
+                "pause \(index): \(pause)"
+            )
+        }
+        #expect(pauses.allSatisfy { $0 <= .seconds(12) })
+
+        // Out of patience: a caller fails with the endpoint's error instead of waiting on.
+        let impatient = FCMAccessTokens(
+            account: pair.account,
+            tls: pair.endpoint.tls,
+            serverHostname: "localhost",
+            deadline: .seconds(5),
+            patience: .seconds(2),
+            clock: clock,
+            logger: TestBroker.logger
+        )
+        faults.tokenFailNext = 100
+        pair.simulator.setFaults(faults)
+        let ended = Mutex(false)
+        let failing = Task {
+            defer { ended.withLock { $0 = true } }
+            return try await impatient.token()
+        }
+        // A few pauses at most (their sum stays within the 2 s), then the error.
+        for _ in 0..<10 {
+            #expect(try await eventually { clock.sleepers == 1 || ended.withLock { $0 } })
+            if ended.withLock({ $0 }) { break }
+            clock.advance(by: try #require(clock.requested.last))
+        }
+        await #expect(throws: (any Error).self) { try await failing.value }
         await pair.stop()
     }
 }

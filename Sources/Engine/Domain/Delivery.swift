@@ -25,6 +25,10 @@ public struct Delivery: Sendable, Equatable {
     public var apnsID: String?
     /// The channels that accepted its push; empty when unpushed, or pushed by a release that did not record them.
     public var channels: PushChannels
+    /// The devices (tokens) whose push already has its outcome while others of the user's wait (a channel that kept
+    /// failing): a later push of the delivery goes only to the others. Empty for nearly every delivery; nil when
+    /// not known here (a delivery requeued in memory), so that the push gateway reads it from the store.
+    public var pushedDevices: Set<String>?
     public var fetchedAt: Date?
     public var readAt: Date?
     /// The day the reports count it on: the local date for a scheduled delivery, else the tenant's date when it
@@ -46,6 +50,7 @@ public struct Delivery: Sendable, Equatable {
         pushedAt: Date? = nil,
         apnsID: String? = nil,
         channels: PushChannels = [],
+        pushedDevices: Set<String>? = [],
         fetchedAt: Date? = nil,
         readAt: Date? = nil,
         reportDay: String? = nil
@@ -62,11 +67,24 @@ public struct Delivery: Sendable, Equatable {
         self.pushedAt = pushedAt
         self.apnsID = apnsID
         self.channels = channels
+        self.pushedDevices = pushedDevices
         self.fetchedAt = fetchedAt
         self.readAt = readAt
     }
 
     public var isRead: Bool { readAt != nil }
+
+    /// `pushedDevices` as the stores keep it: the tokens one per line (tokens hold no line breaks), sorted; nil
+    /// for none.
+    public static func storedDevices(_ devices: Set<String>) -> String? {
+        devices.isEmpty ? nil : devices.sorted().joined(separator: "\n")
+    }
+
+    /// The stored form back as a set.
+    public static func pushedDevices(stored: String?) -> Set<String> {
+        guard let stored, !stored.isEmpty else { return [] }
+        return Set(stored.split(separator: "\n").map(String.init))
+    }
 }
 
 /// An assignment the ledger is asked to record.
@@ -138,6 +156,12 @@ public struct DeliveryMark: Sendable, Equatable {
         case settled
         /// As `settled`, for a user without a device to push to.
         case noDevice
+        /// Progress on a delivery pushed to several devices, one at a time: `devices` (tokens) have their outcome,
+        /// `apnsID` (when one of them was accepted) and `channels` say what was accepted. With `settles` every device
+        /// of the user now has its outcome and the delivery is settled; without, the others still wait (a channel
+        /// that kept failing) and a later push goes to them alone. The reports count the delivery as pushed once,
+        /// at its first accepted device, and each channel once.
+        case progress(apnsID: String?, channels: PushChannels, devices: [String], settles: Bool)
     }
     public var tenant: TenantID
     public var delivery: DeliveryID

@@ -12,6 +12,9 @@ public struct PushSettlement: Sendable, Equatable {
     public var channels: PushChannels
     /// Settled because the user had no device (the reports tell it from a failed push).
     public var noDevice: Bool
+    /// Set when the delivery is pushed device by device (``DeliveryMark/Kind/progress``): the devices whose
+    /// outcome this settlement records, and whether every device of the user now has one.
+    public var progress: (devices: [String], settles: Bool)?
 
     public init(
         tenant: TenantID,
@@ -19,7 +22,8 @@ public struct PushSettlement: Sendable, Equatable {
         delivery: DeliveryID,
         apnsID: String?,
         channels: PushChannels = [],
-        noDevice: Bool = false
+        noDevice: Bool = false,
+        progress: (devices: [String], settles: Bool)? = nil
     ) {
         self.tenant = tenant
         self.user = user
@@ -27,16 +31,24 @@ public struct PushSettlement: Sendable, Equatable {
         self.apnsID = apnsID
         self.channels = channels
         self.noDevice = noDevice
+        self.progress = progress
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        (lhs.tenant, lhs.user, lhs.delivery, lhs.apnsID, lhs.channels, lhs.noDevice)
+            == (rhs.tenant, rhs.user, rhs.delivery, rhs.apnsID, rhs.channels, rhs.noDevice)
+            && lhs.progress?.devices == rhs.progress?.devices && lhs.progress?.settles == rhs.progress?.settles
     }
 
     /// The mark it makes in the ledger.
     func mark(at now: Date) -> DeliveryMark {
-        DeliveryMark(
-            tenant: tenant,
-            delivery: delivery,
-            kind: apnsID.map { .pushed(apnsID: $0, channels: channels) } ?? (noDevice ? .noDevice : .settled),
-            at: now
-        )
+        let kind: DeliveryMark.Kind =
+            if let progress {
+                .progress(apnsID: apnsID, channels: channels, devices: progress.devices, settles: progress.settles)
+            } else {
+                apnsID.map { .pushed(apnsID: $0, channels: channels) } ?? (noDevice ? .noDevice : .settled)
+            }
+        return DeliveryMark(tenant: tenant, delivery: delivery, kind: kind, at: now)
     }
 }
 

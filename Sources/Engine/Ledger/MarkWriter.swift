@@ -177,6 +177,7 @@ extension DeliveryMark.Kind {
         case .fetched: "fetched"
         case .read: "read"
         case .pushed: "pushed"
+        case .progress: "progress"
         case .settled, .noDevice: "settled"
         }
     }

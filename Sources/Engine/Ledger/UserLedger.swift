@@ -74,6 +74,12 @@ struct UserLedger: Sendable {
                     recent[index].apnsID = apnsID
                     recent[index].channels = channels
                 }
+            case .progress(let apnsID, let channels, _, _):
+                if let apnsID, recent[index].pushedAt == nil {
+                    recent[index].pushedAt = mark.at
+                    recent[index].apnsID = apnsID
+                }
+                recent[index].channels.formUnion(channels)
             case .settled, .noDevice:
                 break
             case .read:

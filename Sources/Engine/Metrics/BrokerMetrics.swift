@@ -16,6 +16,7 @@ public struct BrokerMetrics: Sendable {
         public static let apnsDuration = "broker_apns_request_duration_seconds"
         public static let dispatchLag = "broker_dispatch_lag_seconds"
         public static let dispatched = "broker_dispatch_total"
+        public static let pushesGivenUp = "broker_push_given_up_total"
         public static let queueDepth = "broker_push_queue_depth"
         public static let pushesInFlight = "broker_push_in_flight"
         public static let apnsConnections = "broker_apns_connections"
@@ -145,6 +146,12 @@ public struct BrokerMetrics: Sendable {
     func token(_ event: String, tenant: TenantID, count: Int = 1) {
         guard count > 0 else { return }
         counter(Name.tokens, [("tenant", tenantLabel(tenant)), ("event", event)]).increment(by: count)
+    }
+
+    /// Deliveries the sweep gave up (unsettled past the staleness limit).
+    func givenUp(tenant: TenantID, count: Int) {
+        guard count > 0 else { return }
+        counter(Name.pushesGivenUp, [("tenant", tenantLabel(tenant))]).increment(by: count)
     }
 
     func dispatched(_ outcome: String, count: Int) {

@@ -23,7 +23,7 @@ extension PushGateway {
         tenant: Tenant,
         counts: inout PushStatistics
     ) async throws -> BatchTally {
-        var tally = BatchTally(jobs: jobs.count)
+        var tally = BatchTally(jobs: jobs.count, pushes: sends.count)
         var resends = PushResends()
         var answers = first
         var positions = Array(sends.indices)
@@ -102,6 +102,7 @@ extension PushGateway {
             switch action {
             case .delivered:
                 counts.accepted += 1
+                tally.done[position] = true
                 if case .accepted(let apnsID) = result {
                     tally.accepted[job] = tally.accepted[job] ?? apnsID
                     tally.channels[job].insert(PushChannels(channel))
@@ -113,23 +114,28 @@ extension PushGateway {
                 renew.insert(channel)
                 resends.schedule(position, attempt: attempts[offset] + 1, after: .zero, from: now)
             case .drop(let alert):
+                tally.done[position] = true
                 if alert {
                     logger.warning("push dropped", metadata: metadata(sends[position].push, reason: refusal?.reason))
                 }
             case .deferred:
                 counts.deferred += 1
                 tally.unsettled.insert(job)
+                tally.deferred.insert(job)
                 logger.warning(
                     "push deferred: the channel kept failing; it is tried again later",
                     metadata: metadata(sends[position].push, reason: refusal?.reason)
                 )
             case .quarantineToken, .removeTokenForTopic, .removeTokenIfRegisteredBefore:
+                tally.done[position] = true
                 // Dead devices: one transaction for the round's verdicts, not one each.
                 if let verdict = action.verdict(on: sends[position].push.device.token) { verdicts.append(verdict) }
             case .stopTenant(let reason):
                 // Another channel's credential is its transport's to mark failed (it refuses the tenant's pushes
                 // on that channel until new credentials come); the tenant's APNs pushes go on.
                 guard channel == .apns else {
+                    // Refused for good until new credentials come: this device's outcome.
+                    tally.done[position] = true
                     logger.error(
                         "the channel refused the tenant's credential; its pushes on it are dropped until new credentials come",
                         metadata: metadata(sends[position].push, reason: reason).merging(["push.channel": "\(channel)"])
@@ -139,8 +145,11 @@ extension PushGateway {
                     )
                     continue
                 }
-                // Back in the paused tenant's queue: pushed again when an operator's change resumes the tenant.
-                await pause(tenant.id, reason: reason, requeue: jobs[job].delivery)
+                // Back in the paused tenant's queue: pushed again when an operator's change resumes the tenant, to
+                // the devices not done by then (read again then: this batch may record some).
+                var requeued = jobs[job].delivery
+                requeued.pushedDevices = nil
+                await pause(tenant.id, reason: reason, requeue: requeued)
                 tally.unsettled.insert(job)
             }
         }

@@ -17,7 +17,7 @@ extension PushGateway {
     @discardableResult
     public func shed() -> Int {
         shedding = true
-        let dropped = queues.dropAll()
+        let dropped = queues.dropAll() + deferredPushes.dropAll()
         for waiters in blockedProducers.values { for waiter in waiters { waiter.continuation.resume() } }
         blockedProducers.removeAll()
         return dropped

@@ -42,6 +42,12 @@ public actor PushGateway {
     public private(set) var statistics = PushStatistics()
     /// Refusals by tenant and kind: logged at once, then once a minute; shown in `/inspect`.
     var refusals = RefusalLog()
+    /// Deliveries a device of which is still waiting because its channel kept failing (others of the user's may
+    /// have taken the push): pushed again by the gateway itself to the waiting devices (``DeferredPushes``).
+    var deferredPushes = DeferredPushes()
+    /// The retry loop waiting for a first deferred delivery, or for the next one's time.
+    private var deferredWaiter: CheckedContinuation<Void, Never>?
+    private var deferredTimer: Task<Void, Never>?
 
     public init(
         store: any PushGatewayStore,
@@ -121,6 +127,7 @@ public actor PushGateway {
             for _ in 0..<configuration.batchWorkers {
                 group.addTask { await self.work() }
             }
+            group.addTask { await self.retryDeferred() }
             await withTaskCancellationHandler {
                 await group.waitForAll()
             } onCancel: {
@@ -131,6 +138,46 @@ public actor PushGateway {
         // when the stop was cut short: in a task of its own, which the cancellation does not reach.
         let ledger = self.ledger
         await Task { await ledger.flushOutcomes() }.value
+    }
+
+    /// Pushes the deferred deliveries again as they fall due, until the gateway stops (those still waiting then
+    /// stay unsettled in the ledger for the sweep or the next start). Sleeps on the clock only while some wait, and
+    /// never past the shortest pause (so that one deferred meanwhile is not late).
+    private func retryDeferred() async {
+        while !stopping {
+            guard let next = deferredPushes.nextDue else {
+                await withCheckedContinuation { deferredWaiter = $0 }
+                continue
+            }
+            let wait = min(next.timeIntervalSince(clock.now), DeferredPushes.pauses[0])
+            if wait > 0 {
+                // A stop (or the task's cancellation) ends the wait at once: a graceful stop does not wait it out.
+                let clock = self.clock
+                let timer = Task { _ = try? await clock.sleep(for: .seconds(wait)) }
+                deferredTimer = timer
+                await withTaskCancellationHandler {
+                    await timer.value
+                } onCancel: {
+                    timer.cancel()
+                }
+                deferredTimer = nil
+            }
+            for delivery in deferredPushes.takeDue(at: clock.now) where !stopping { await enqueue(delivery) }
+        }
+    }
+
+    /// Deliveries whose devices were not all done because a channel kept failing: each waits for its next try.
+    func deferLater(_ deliveries: [Delivery]) {
+        guard !stopping, !shedding else { return }
+        let left = deferredPushes.add(deliveries, at: clock.now)
+        deferredWaiter?.resume()
+        deferredWaiter = nil
+        if left > 0 {
+            logger.warning(
+                "too many deferred deliveries to retry in memory: the scheduler's sweep takes the rest",
+                metadata: ["left": "\(left)"]
+            )
+        }
     }
 
     /// The stop cut short (the grace period ended): says what is left unsettled, then stops at once. The pushes
@@ -182,6 +229,9 @@ public actor PushGateway {
         permits.close()
         for waiter in idleWorkers { waiter.resume() }
         idleWorkers.removeAll()
+        deferredWaiter?.resume()
+        deferredWaiter = nil
+        deferredTimer?.cancel()
         for waiters in blockedProducers.values { for waiter in waiters { waiter.continuation.resume() } }
         blockedProducers.removeAll()
         for wait in resendWaits.values {
@@ -245,6 +295,7 @@ public actor PushGateway {
         statistics.transportFailures += counts.transportFailures
         statistics.retried += counts.retried
         statistics.deferred += counts.deferred
+        statistics.partlyPushed += counts.partlyPushed
         statistics.withoutDevice += counts.withoutDevice
         statistics.tokensQuarantined += counts.tokensQuarantined
         statistics.tokensRemoved += counts.tokensRemoved
@@ -262,9 +313,15 @@ public actor PushGateway {
             var unread = Set<UserID>()
             for index in jobs.indices where jobs[index].target == nil { unread.insert(jobs[index].delivery.user) }
             let targets = unread.isEmpty ? [:] : try await store.pushTargets(tenant: tenantID, users: Array(unread))
+            // The devices each delivery was already pushed to (a channel failed while another took it): read for
+            // the deliveries held without it; the others carry it (empty for nearly all).
+            let unknown = jobs.indices.filter { jobs[$0].delivery.pushedDevices == nil }.map { jobs[$0].delivery.id }
+            let known = unknown.isEmpty ? [:] : try await store.pushedDevices(tenant: tenantID, deliveries: unknown)
             // Titles only: binding a whole impulse copied (and released) each of its strings for every push.
             var titles: [ImpulseID: String?] = [:]
             var sends: [(job: Int, push: OutboundPush)] = []
+            // Jobs whose delivery had devices pushed before: they settle through a progress mark.
+            var resumed = Set<Int>()
             var counts = PushStatistics()
             var marks: [PushSettlement] = []
             var expiries = ExpiryCache()
@@ -280,6 +337,15 @@ public actor PushGateway {
                 let delivery = jobs[index].delivery.id
                 let target = jobs[index].target ?? targets[user]
                 let first = sends.count
+                let pushedBefore: Set<String>
+                if let carried = jobs[index].delivery.pushedDevices {
+                    pushedBefore = carried
+                } else if let read = known[delivery] {
+                    pushedBefore = read
+                } else {
+                    continue  // settled meanwhile (another node, or the mark of an earlier push)
+                }
+                if !pushedBefore.isEmpty || jobs[index].delivery.pushedAt != nil { resumed.insert(index) }
                 // APNs keeps the push for an offline phone until the end of the user's delivery day.
                 let expiresAt =
                     target.map {
@@ -290,7 +356,8 @@ public actor PushGateway {
                             now: now
                         )
                     } ?? nil
-                for device in target?.devices ?? [] where device.quarantinedAt == nil {
+                for device in target?.devices ?? []
+                where device.quarantinedAt == nil && !pushedBefore.contains(device.token.rawValue) {
                     let push = OutboundPush(
                         tenant: tenantID,
                         delivery: delivery,
@@ -302,7 +369,18 @@ public actor PushGateway {
                     )
                     sends.append((index, push))
                 }
-                if sends.count == first {
+                if sends.count == first, resumed.contains(index) {
+                    // Every device it still had to go to is done (or gone): settled.
+                    marks.append(
+                        PushSettlement(
+                            tenant: tenantID,
+                            user: user,
+                            delivery: delivery,
+                            apnsID: nil,
+                            progress: ([], true)
+                        )
+                    )
+                } else if sends.count == first {
                     counts.withoutDevice += 1
                     marks.append(
                         PushSettlement(tenant: tenantID, user: user, delivery: delivery, apnsID: nil, noDevice: true)
@@ -318,6 +396,9 @@ public actor PushGateway {
                 devicesPerJob[sends[position].job] += 1
                 channelsPerJob[sends[position].job].insert(PushChannels(sends[position].push.device.channel))
             }
+            // A delivery pushed to some devices before is never marked early: its mark is a progress mark, written
+            // with the batch's.
+            for index in resumed { devicesPerJob[index] = .max }
             let early = EarlyMarks(devices: devicesPerJob)
             if !sends.isEmpty {
                 // Stopping: the deliveries stay unsettled and are pushed at the next start.
@@ -355,24 +436,53 @@ public actor PushGateway {
             let tally = try await settle(answers, sends: sends, jobs: jobs, tenant: tenant, counts: &counts)
             let settledAt = Date()
             var lags: [Double] = []
-            // `sends` is in job order: each sent job once, in order, skipping a job's further devices.
-            var previous = -1
-            for position in sends.indices where sends[position].job != previous {
-                let index = sends[position].job
-                previous = index
-                if tally.unsettled.contains(index) && tally.accepted[index] == nil { continue }
-                if tally.accepted[index] != nil, let dueAt = jobs[index].delivery.dueAt {
+            var retryLater: [Delivery] = []
+            // `sends` is in job order: each job's devices together, jobs in order.
+            var start = sends.startIndex
+            while start < sends.endIndex {
+                let index = sends[start].job
+                var end = start
+                while end < sends.endIndex, sends[end].job == index { end += 1 }
+                defer { start = end }
+                // A delivery is settled only when each of its devices has its outcome: accepted, gone, refused for
+                // good. One still waiting (its channel kept failing, a resend the stop cut short) keeps it unsettled,
+                // and the devices that are done are recorded so that a later push goes to the waiting ones alone.
+                let done = (start..<end).filter { tally.done[$0] }
+                let settles = done.count == end - start
+                if settles, tally.accepted[index] != nil, let dueAt = jobs[index].delivery.dueAt {
                     lags.append(settledAt.timeIntervalSince(dueAt))
                 }
-                marks.append(
-                    PushSettlement(
-                        tenant: tenantID,
-                        user: jobs[index].delivery.user,
-                        delivery: jobs[index].delivery.id,
-                        apnsID: tally.accepted[index],
-                        channels: tally.channels[index]
+                if settles, !resumed.contains(index) {
+                    marks.append(
+                        PushSettlement(
+                            tenant: tenantID,
+                            user: jobs[index].delivery.user,
+                            delivery: jobs[index].delivery.id,
+                            apnsID: tally.accepted[index],
+                            channels: tally.channels[index]
+                        )
                     )
-                )
+                } else if settles || !done.isEmpty {
+                    marks.append(
+                        PushSettlement(
+                            tenant: tenantID,
+                            user: jobs[index].delivery.user,
+                            delivery: jobs[index].delivery.id,
+                            apnsID: tally.accepted[index],
+                            channels: tally.channels[index],
+                            progress: (settles ? [] : done.map { sends[$0].push.device.token.rawValue }, settles)
+                        )
+                    )
+                    if !settles { counts.partlyPushed += 1 }
+                }
+                // A device whose channel kept failing is tried again by itself, its user's others not again.
+                if !settles, tally.deferred.contains(index) {
+                    var later = jobs[index].delivery
+                    later.pushedDevices = (later.pushedDevices ?? known[later.id] ?? [])
+                        .union(done.map { sends[$0].push.device.token.rawValue })
+                    if later.pushedAt == nil, tally.accepted[index] != nil { later.pushedAt = settledAt }
+                    retryLater.append(later)
+                }
             }
             metrics.dispatchLag(tenant: tenantID, seconds: lags)
             await add(counts)
@@ -384,6 +494,7 @@ public actor PushGateway {
                 }
             }
             try await ledger.record(marks, at: settledAt, written: Set(recorded.keys))
+            if !retryLater.isEmpty { await deferLater(retryLater) }
         } catch is CancellationError {
             // Shutting down: the deliveries stay unsettled and are pushed at the next start.
         } catch {

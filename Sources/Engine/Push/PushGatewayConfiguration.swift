@@ -48,8 +48,11 @@ public struct PushStatistics: Sendable, Equatable {
     public var tokensQuarantined = 0
     public var tokensRemoved = 0
     public var withoutDevice = 0
-    /// Deliveries left unpushed after transient failures outlasted the retries (tried again by a later sweep).
+    /// Pushes left unsent after transient failures outlasted the retries (tried again by a later sweep).
     public var deferred = 0
+    /// Deliveries some of whose devices took the push while others' channels kept failing: recorded device by
+    /// device and left unsettled, pushed again to the others alone.
+    public var partlyPushed = 0
 
     public init() {}
 

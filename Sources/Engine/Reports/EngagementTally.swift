@@ -169,6 +169,14 @@ public struct EngagementTally: Sendable, Equatable {
         }
     }
 
+    /// A delivery already counted as pushed, accepted on further `channels` (pushed device by device).
+    public mutating func pushedOn(tenant: TenantID, day: String, impulse: ImpulseID, channels: PushChannels) {
+        let key = EngagementKey(tenant: tenant, day: day, impulse: impulse)
+        for channel in channels.channels {
+            engagement[key, default: EngagementCounts()].channels[channel, default: ChannelCounts()].pushed += 1
+        }
+    }
+
     /// A first read: counted, with its time from push to read when the delivery was pushed, and on the channels
     /// its push went out on.
     public mutating func read(

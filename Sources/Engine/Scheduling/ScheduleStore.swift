@@ -21,6 +21,11 @@ public protocol ScheduleStore: Sendable {
     /// Deliveries waiting for the push gateway, assigned since `assignedAfter`, by id, after `after`.
     /// A store shared by several nodes leases them to the caller and leaves out those another node holds.
     func unsettledDeliveries(assignedAfter: Date, after: DeliveryID?, limit: Int) async throws -> [Delivery]
+    /// Settles up to `limit` deliveries still unsettled that were assigned before `assignedBefore` (the sweep no
+    /// longer pushes them: a device whose channel kept failing that long is given up), counting each in the reports
+    /// (as failed when none of its devices took the push) and as a `delivery.failed` event. A store shared by
+    /// several nodes leaves out those another node holds a lease on. Returns how many per tenant.
+    func giveUpUnsettled(assignedBefore: Date, limit: Int) async throws -> [TenantID: Int]
     /// Whether ``unsettledDeliveries(assignedAfter:after:limit:)`` leases what it returns, so that the deliveries
     /// being pushed (by this node or another) are never among them: then a sweep takes every delivery it gets.
     var leasesUnsettledDeliveries: Bool { get }

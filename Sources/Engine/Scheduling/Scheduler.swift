@@ -285,6 +285,7 @@ public actor Scheduler {
     ) async throws -> (leased: Int, queued: Int) {
         guard gateway != nil else { return (0, 0) }
         let since = now.addingTimeInterval(-configuration.staleness.seconds)
+        try await giveUpStale(before: since)
         var after: DeliveryID?
         var read = 0
         var total = 0
@@ -307,6 +308,28 @@ public actor Scheduler {
             logger.notice("pushing deliveries a previous run left unpushed", metadata: ["count": "\(total)"])
         }
         return (read, total)
+    }
+
+    /// Settles what the sweep no longer pushes: deliveries unsettled for longer than `staleness` (a device whose
+    /// channel kept failing all that time, or a node that was down). Each is counted, per tenant, in
+    /// `broker_push_given_up_total`, logged, and in the reports (failed, when none of its devices took it).
+    private func giveUpStale(before: Date) async throws {
+        var given: [TenantID: Int] = [:]
+        while true {
+            let round = try await store.giveUpUnsettled(assignedBefore: before, limit: 1000)
+            given.merge(round, uniquingKeysWith: +)
+            if round.values.reduce(0, +) < 1000 { break }
+        }
+        for (tenant, count) in given.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            metrics.givenUp(tenant: tenant, count: count)
+            logger.warning(
+                "gave up pushing deliveries unsettled for longer than the staleness limit; they count as failed where no device took them",
+                metadata: [
+                    "tenant.id": "\(tenant)", "count": "\(count)",
+                    "staleness_s": "\(configuration.staleness.components.seconds)",
+                ]
+            )
+        }
     }
 
     /// When the earliest row or reminder is due, and how late the scheduler is (how long the oldest due row has

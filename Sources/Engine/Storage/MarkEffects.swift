@@ -5,6 +5,8 @@ import Foundation
 struct MarkEffects {
     enum Change {
         case pushed(apnsID: String?, channels: PushChannels)
+        /// A delivery counted as pushed before was accepted on further channels (device by device).
+        case pushedOn(channels: PushChannels)
         case failed(noDevice: Bool)
         case fetched
         /// `channels`: those its push went out on.
@@ -35,6 +37,9 @@ struct MarkEffects {
         case .pushed(let apnsID, let channels):
             tally.pushed(tenant: tenant, day: day, impulse: impulse, channels: channels)
             (event, data["apnsID"], data["channels"]) = (.deliveryPushed, apnsID, channels.description)
+        case .pushedOn(let channels):
+            tally.pushedOn(tenant: tenant, day: day, impulse: impulse, channels: channels)
+            event = nil
         case .failed(let noDevice):
             tally.count(noDevice ? \.noDevice : \.failed, tenant: tenant, day: day, impulse: impulse)
             (event, data["reason"]) = (.deliveryFailed, noDevice ? "no-device" : "rejected")
@@ -73,5 +78,42 @@ struct MarkEffects {
                 at: intent.at
             )
         }
+    }
+}
+
+/// A progress mark applied to a delivery's row (``DeliveryMark/Kind/progress``), the same in both stores: the row's
+/// new push columns from its old ones, and what the change tells the reports.
+struct DeliveryProgress {
+    /// The row's new `pushed_at`: its first accepted push's time.
+    let pushedAt: Double?
+    let storedChannels: Int?
+    /// The devices with their outcome, while others wait (nil once settled: nothing more is pushed).
+    let storedDevices: String?
+    let settledAt: Double?
+    let changes: [MarkEffects.Change]
+
+    init(
+        pushedAt old: Double?,
+        channels oldChannels: Int?,
+        devices oldDevices: String?,
+        mark: (apnsID: String?, channels: PushChannels, devices: [String], settles: Bool),
+        at: Double
+    ) {
+        let before = PushChannels(rawValue: oldChannels ?? 0)
+        let after = before.union(mark.channels)
+        pushedAt = old ?? (mark.apnsID == nil ? nil : at)
+        storedChannels = after.isEmpty ? oldChannels : after.rawValue
+        storedDevices =
+            mark.settles
+            ? nil : Delivery.storedDevices(Delivery.pushedDevices(stored: oldDevices).union(mark.devices))
+        settledAt = mark.settles ? at : nil
+        var changes: [MarkEffects.Change] = []
+        if old == nil, pushedAt != nil {
+            changes.append(.pushed(apnsID: mark.apnsID, channels: after))
+        } else if old != nil, !after.subtracting(before).isEmpty {
+            changes.append(.pushedOn(channels: after.subtracting(before)))
+        }
+        if mark.settles, pushedAt == nil { changes.append(.failed(noDevice: false)) }
+        self.changes = changes
     }
 }

@@ -144,6 +144,7 @@ extension SQLiteStore {
             var noDevice = Set<Int64>()
             var apnsIDs: [Int64: String] = [:]
             var taps: [DeliveryMark] = []
+            var progress: [DeliveryMark] = []
             let now = Date()
             /// The rows a statement changed: (tenant, report day, impulse, delivery, user) first.
             func changed(_ statement: Statement, _ change: (Row) -> MarkEffects.Change) throws {
@@ -208,6 +209,8 @@ extension SQLiteStore {
                     }
                 case .fetched, .read:
                     taps.append(mark)
+                case .progress:
+                    progress.append(mark)
                 }
             }
             for mark in pushedMarks {
@@ -217,6 +220,19 @@ extension SQLiteStore {
             for start in stride(from: 0, to: settledMarks.count, by: 3) {
                 try settled.bindPositionally(Array(settledMarks[start..<start + 3]))
                 try settledRows(settled)
+            }
+            for mark in progress {
+                for (change, row) in try self.applyProgress(mark, db) {
+                    effects.changed(
+                        change,
+                        tenant: mark.tenant,
+                        day: row.day,
+                        impulse: row.impulse,
+                        delivery: mark.delivery.rawValue,
+                        user: row.user,
+                        at: now
+                    )
+                }
             }
             // A user's taps after the pushes (as PostgreSQL's store applies them): a read's time from its push
             // is known when both are in one batch.
@@ -246,6 +262,45 @@ extension SQLiteStore {
             }
             try self.apply(duties, db)
         }
+    }
+
+    /// A progress mark (a delivery pushed device by device): its row read and written in the write transaction,
+    /// and what it tells the reports and webhooks (nothing when the delivery is settled already).
+    private func applyProgress(
+        _ mark: DeliveryMark,
+        _ db: Database
+    ) throws -> [(change: MarkEffects.Change, row: (day: String, impulse: ImpulseID, user: Int64))] {
+        guard case .progress(let apnsID, let channels, let devices, let settles) = mark.kind else { return [] }
+        guard
+            let old = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT pushed_at, pushed_channels, pushed_devices, report_day, impulse_id, user_id
+                        FROM deliveries WHERE id = ? AND tenant_id = ? AND settled_at IS NULL
+                        """
+                ),
+                arguments: [mark.delivery.rawValue, mark.tenant.rawValue]
+            )
+        else { return [] }
+        let next = DeliveryProgress(
+            pushedAt: old[0],
+            channels: old[1],
+            devices: old[2],
+            mark: (apnsID, channels, devices, settles),
+            at: mark.at.unixSeconds
+        )
+        try db.cachedStatement(
+            sql: """
+                UPDATE deliveries SET pushed_at = ?, apns_id = COALESCE(apns_id, ?), pushed_channels = ?,
+                    pushed_devices = ?, settled_at = ?
+                WHERE id = ? AND tenant_id = ? AND settled_at IS NULL
+                """
+        ).execute(arguments: [
+            next.pushedAt, apnsID, next.storedChannels, next.storedDevices, next.settledAt, mark.delivery.rawValue,
+            mark.tenant.rawValue,
+        ])
+        let row = (day: old[3] as String, impulse: ImpulseID(trusted: old[4]), user: old[5] as Int64)
+        return next.changes.map { ($0, row) }
     }
 
     /// What a changed delivery tells the reports and webhooks, first in each `RETURNING`: (tenant, report day,
@@ -318,6 +373,7 @@ extension SQLiteStore {
             pushedAt: pushedAt.map(Date.init(unixSeconds:)),
             apnsID: row["apns_id"],
             channels: PushChannels(stored: row["pushed_channels"], pushed: pushedAt != nil),
+            pushedDevices: Delivery.pushedDevices(stored: row["pushed_devices"]),
             fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
             readAt: readAt.map(Date.init(unixSeconds:))
         )

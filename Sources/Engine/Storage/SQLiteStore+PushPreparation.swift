@@ -45,6 +45,25 @@ extension SQLiteStore {
         }
     }
 
+    public func pushedDevices(tenant: TenantID, deliveries: [DeliveryID]) async throws -> [DeliveryID: Set<String>] {
+        guard !deliveries.isEmpty else { return [:] }
+        return try await read { db in
+            var found: [DeliveryID: Set<String>] = [:]
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT id, pushed_devices FROM deliveries
+                    WHERE tenant_id = ? AND settled_at IS NULL AND id IN (SELECT value FROM json_each(?))
+                    """,
+                arguments: [tenant.rawValue, "[" + deliveries.map { String($0.rawValue) }.joined(separator: ",") + "]"]
+            )
+            while let row = try rows.next() {
+                found[DeliveryID(row[0] as Int64)] = Delivery.pushedDevices(stored: row[1])
+            }
+            return found
+        }
+    }
+
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
         return try await read { db in

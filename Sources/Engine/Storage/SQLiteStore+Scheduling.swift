@@ -253,6 +253,45 @@ extension SQLiteStore {
         }
     }
 
+    public func giveUpUnsettled(assignedBefore: Date, limit: Int) async throws -> [TenantID: Int] {
+        try await write { db in
+            let now = Date()
+            var effects = MarkEffects(subscriptions: try self.webhookSubscriptions(db))
+            var given: [TenantID: Int] = [:]
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    UPDATE deliveries SET settled_at = ?, pushed_devices = NULL
+                    WHERE id IN (
+                        SELECT id FROM deliveries WHERE settled_at IS NULL AND assigned_at < ? ORDER BY id LIMIT ?)
+                    RETURNING \(Self.reportColumns), pushed_at
+                    """,
+                arguments: [now.unixSeconds, assignedBefore.unixSeconds, max(0, limit)]
+            )
+            while let row = try rows.next() {
+                let tenant = TenantID(trusted: row[0])
+                given[tenant, default: 0] += 1
+                // One that some device took was counted as pushed then; one that none took fails now.
+                guard (row[5] as Double?) == nil else { continue }
+                effects.changed(
+                    .failed(noDevice: false),
+                    tenant: tenant,
+                    day: row[1],
+                    impulse: ImpulseID(trusted: row[2]),
+                    delivery: row[3],
+                    user: row[4],
+                    at: now
+                )
+            }
+            try self.recordEngagement(effects.tally, db)
+            let users = effects.users
+            if !users.isEmpty {
+                try self.apply(.events(effects.records(usernames: try self.usernames(users, db))), db)
+            }
+            return given
+        }
+    }
+
     // MARK: Reminders
 
     public func createReminder(

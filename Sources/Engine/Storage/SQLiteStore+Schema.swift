@@ -492,6 +492,11 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v23-pushed-devices") { db in
+            // The devices of a delivery whose push has its outcome while others of the user's wait (issue 44): a
+            // later push goes to the others alone. A nullable column: the previous release's nodes never read it.
+            try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN pushed_devices TEXT")
+        }
         return migrator
     }
 }

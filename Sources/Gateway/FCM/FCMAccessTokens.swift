@@ -9,8 +9,11 @@ import Synchronization
 /// expires (at 80% of its life, and at least 5 minutes before), and refreshed once when FCM refuses it.
 ///
 /// One exchange at a time: callers that need a token while one is being fetched wait for it. A failed exchange
-/// backs off (doubling from 1 s to 60 s, jittered): callers meanwhile fail at once with its error instead of
-/// hammering the token endpoint. Every exchange has a deadline.
+/// backs off (doubling from 0.5 s to 8 s, jittered), and callers wait for the next attempt rather than hammering
+/// the endpoint, as pushes wait for an APNs pool's next connection: when the endpoint recovers, the waiting pushes
+/// go out at the next attempt, at most 12 s later. A caller waits at most `patience`, then fails with the last
+/// error (its push's retries and the gateway take over); a refused grant (the account's assertion refused, 4xx)
+/// fails at once: waiting does not mend it. Every exchange has a deadline.
 public actor FCMAccessTokens: AccessTokenSource {
     public nonisolated let account: FCMServiceAccount
     let tls: TLSConfiguration
@@ -32,16 +35,22 @@ public actor FCMAccessTokens: AccessTokenSource {
     private var lastError: (any Error)?
     /// Exchanges made (for tests and `/inspect`).
     public private(set) var exchanges = 0
+    /// How long a caller waits through failed exchanges for a token.
+    let patience: Duration
+    /// The longest pause between failed exchanges (before jitter).
+    static let maximumBackoff = Duration.seconds(8)
 
     public init(
         account: FCMServiceAccount,
         tls: TLSConfiguration = .makeClientConfiguration(),
         serverHostname: String? = nil,
         deadline: Duration = .seconds(10),
+        patience: Duration = .seconds(60),
         clock: any EngineClock = SystemClock(),
         logger: Logger
     ) {
         self.clock = clock
+        self.patience = patience
         self.account = account
         self.tls = tls
         self.serverHostname = serverHostname
@@ -50,9 +59,41 @@ public actor FCMAccessTokens: AccessTokenSource {
     }
 
     public func token() async throws -> String {
-        if let current, clock.now < current.refreshAt { return current.token }
-        if let fetching { return try await fetching.value.token }
-        if let retryAt, clock.now < retryAt, let lastError { throw lastError }
+        let giveUpAt = clock.now.addingTimeInterval(patience.seconds)
+        while true {
+            if let current, clock.now < current.refreshAt { return current.token }
+            if let fetching {
+                do {
+                    return try await fetching.value.token
+                } catch {
+                    try checkWaiting(error, giveUpAt: giveUpAt)
+                    continue
+                }
+            }
+            if let retryAt, clock.now < retryAt, let lastError {
+                try checkWaiting(lastError, giveUpAt: giveUpAt)
+                try await clock.sleep(for: .seconds(retryAt.timeIntervalSince(clock.now)))
+                continue
+            }
+            do {
+                return try await fetch()
+            } catch {
+                try checkWaiting(error, giveUpAt: giveUpAt)
+            }
+        }
+    }
+
+    /// Throws `error` when a caller must not wait for the next exchange: a refused grant, a caller out of
+    /// patience (or one whose next attempt comes after it), a cancelled caller.
+    private func checkWaiting(_ error: any Error, giveUpAt: Date) throws {
+        try Task.checkCancellation()
+        if (error as? FCMTokenError)?.refusedGrant != nil { throw error }
+        if let retryAt, retryAt > giveUpAt { throw error }
+        if clock.now >= giveUpAt { throw error }
+    }
+
+    /// One exchange; its failure starts (or lengthens) the backoff.
+    private func fetch() async throws -> String {
         let task = Task { try await exchange() }
         fetching = task
         defer { fetching = nil }
@@ -71,7 +112,7 @@ public actor FCMAccessTokens: AccessTokenSource {
             return token
         } catch {
             failures += 1
-            let pause = min(Duration.seconds(1) * (1 << min(failures - 1, 6)), .seconds(60))
+            let pause = min(Duration.milliseconds(500) * (1 << min(failures - 1, 6)), Self.maximumBackoff)
             retryAt = clock.now + (pause * Double.random(in: 0.5...1.5)).seconds
             lastError = error
             if failures == 1 {

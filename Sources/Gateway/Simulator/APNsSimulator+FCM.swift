@@ -24,6 +24,14 @@ extension APNsSimulator {
                 guard message[":method"] == "POST" else {
                     return .answer(405, [], nil, announce: nil)
                 }
+                if let until = state.faults.tokenUnavailableUntil, now < until {
+                    let failure = FCMValidation.TokenRequestFailure(
+                        status: 503,
+                        error: "temporarily_unavailable",
+                        description: "simulated token endpoint outage"
+                    )
+                    return .answer(503, json, failure.body, announce: nil)
+                }
                 if state.faults.tokenFailNext > 0 {
                     state.faults.tokenFailNext -= 1
                     let failure = FCMValidation.TokenRequestFailure(

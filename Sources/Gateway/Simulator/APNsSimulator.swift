@@ -90,6 +90,9 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
     public var retryAfterSeconds: Int = 0
     /// FCM: the token endpoint's next N exchanges fail (500 internal_failure).
     public var tokenFailNext: Int = 0
+    /// FCM: until this moment every token exchange fails (503 temporarily_unavailable): an outage of the
+    /// endpoint while FCM's messages endpoint works.
+    public var tokenUnavailableUntil: Date?
 
     public init() {}
 
@@ -147,17 +150,19 @@ public struct SimulatorFaults: Sendable, Codable, Equatable {
                 debugDescription: "goAwayReason must be at most 100 bytes, without quotes, backslashes or controls"
             )
         }
-        let until = try container.decodeIfPresent(Double.self, forKey: .unavailableUntil)
-        if let until {
+        func moment(_ key: CodingKeys) throws -> Date? {
+            guard let until = try container.decodeIfPresent(Double.self, forKey: key) else { return nil }
             guard until.isFinite, (0...1e11).contains(until) else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .unavailableUntil,
+                    forKey: key,
                     in: container,
-                    debugDescription: "unavailableUntil must be epoch seconds"
+                    debugDescription: "\(key.stringValue) must be epoch seconds"
                 )
             }
-            unavailableUntil = Date(timeIntervalSince1970: until)
+            return Date(timeIntervalSince1970: until)
         }
+        unavailableUntil = try moment(.unavailableUntil)
+        tokenUnavailableUntil = try moment(.tokenUnavailableUntil)
     }
 
     /// A delay in milliseconds as a NIO time amount, clamped to the bound (never a trapping conversion).

@@ -181,5 +181,15 @@ extension PostgresStore {
                 """,
             ]
         ),
+        Migration(
+            version: 21,
+            name: "pushed-devices",
+            statements: [
+                // The devices of a delivery whose push has its outcome while others of the user's wait (issue 44): a
+                // later push goes to the others alone. A nullable column without a default, added without a rewrite;
+                // the previous release's nodes never read it.
+                "ALTER TABLE deliveries ADD COLUMN pushed_devices text"
+            ]
+        ),
     ]
 }

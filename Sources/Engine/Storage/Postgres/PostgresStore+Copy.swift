@@ -73,7 +73,7 @@ extension PostgresStore {
                 ("id", .integer), ("tenant_id", .text), ("user_id", .integer), ("impulse_id", .text),
                 ("kind", .text), ("local_date", .text), ("assigned_at", .real), ("pushed_at", .real),
                 ("apns_id", .text), ("fetched_at", .real), ("read_at", .real), ("settled_at", .real),
-                ("report_day", .text), ("pushed_channels", .integer),
+                ("report_day", .text), ("pushed_channels", .integer), ("pushed_devices", .text),
             ]
         ),
         (

@@ -76,7 +76,7 @@ extension PostgresStore {
     /// The delivery's columns (as `delivery(from:first:)` reads them) and then the impulse's.
     static let deliveredImpulseSelect = """
         SELECT d.id, d.tenant_id, d.user_id, d.impulse_id, d.kind, d.local_date, d.assigned_at, d.pushed_at,
-            d.apns_id, d.fetched_at, d.read_at, d.pushed_channels,
+            d.apns_id, d.fetched_at, d.read_at, d.pushed_channels, d.pushed_devices,
             i.tenant_id, i.id, i.language, i.title, i.description_short, i.description, i.duration_minutes, i.action,
             i.single, i.image_urls, i.video_url, i.web_url, i.life_area, i.series, i.series_position
         FROM deliveries d JOIN impulses i ON i.tenant_id = d.tenant_id AND i.id = d.impulse_id
@@ -148,6 +148,7 @@ extension PostgresStore {
         var pushed: [(delivery: Int64, tenant: String, at: Double, apnsID: String, channels: Int)] = []
         var settled: [(delivery: Int64, tenant: String, at: Double, noDevice: Bool)] = []
         var taps: [DeliveryMark] = []
+        var progress: [DeliveryMark] = []
         var seenPushed = Set<Int64>()
         var seenSettled = Set<Int64>()
         for mark in marks {
@@ -164,9 +165,10 @@ extension PostgresStore {
                     settled.append((mark.delivery.rawValue, mark.tenant.rawValue, mark.at.unixSeconds, noDevice))
                 }
             case .fetched, .read: taps.append(mark)
+            case .progress: progress.append(mark)
             }
         }
-        let (pushedMarks, settledMarks, userMarks) = (pushed, settled, taps)
+        let (pushedMarks, settledMarks, userMarks, progressMarks) = (pushed, settled, taps, progress)
         try await write { [self] connection in
             let (pushed, settled, taps) = (pushedMarks, settledMarks, userMarks)
             if taps.isEmpty {
@@ -221,6 +223,19 @@ extension PostgresStore {
                     logger
                 )
                 changed(rows) { .failed(noDevice: $0.noDevice) }
+            }
+            for mark in progressMarks {
+                for (change, row) in try await self.applyProgress(mark, connection) {
+                    effects.changed(
+                        change,
+                        tenant: mark.tenant,
+                        day: row.day,
+                        impulse: row.impulse,
+                        delivery: mark.delivery.rawValue,
+                        user: row.user,
+                        at: now
+                    )
+                }
             }
             var duties = StoreDuties()
             for mark in taps {
@@ -301,13 +316,59 @@ extension PostgresStore {
     }
 
     static func deliveredImpulse(from row: PostgresRandomAccessRow) throws -> DeliveredImpulse {
-        DeliveredImpulse(delivery: try delivery(from: row), impulse: try impulse(from: row, first: 12))
+        DeliveredImpulse(delivery: try delivery(from: row), impulse: try impulse(from: row, first: 13))
+    }
+
+    /// A progress mark (a delivery pushed device by device): its row locked, read and written in the write
+    /// transaction, and what it tells the reports and webhooks (nothing when the delivery is settled already). A
+    /// delivery it settles leaves `unsettled_deliveries`.
+    private func applyProgress(
+        _ mark: DeliveryMark,
+        _ connection: PostgresConnection
+    ) async throws -> [(change: MarkEffects.Change, row: (day: String, impulse: ImpulseID, user: Int64))] {
+        guard case .progress(let apnsID, let channels, let devices, let settles) = mark.kind else { return [] }
+        guard
+            let old = try await connection.rows(
+                """
+                SELECT pushed_at, pushed_channels, pushed_devices, report_day, impulse_id, user_id FROM deliveries
+                WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue) AND settled_at IS NULL
+                FOR UPDATE
+                """,
+                logger
+            ).first
+        else { return [] }
+        let next = DeliveryProgress(
+            pushedAt: try old.at(0),
+            channels: try old.at(1),
+            devices: try old.at(2),
+            mark: (apnsID, channels, devices, settles),
+            at: mark.at.unixSeconds
+        )
+        try await connection.run(
+            """
+            UPDATE deliveries SET pushed_at = \(next.pushedAt), apns_id = COALESCE(apns_id, \(apnsID)),
+                pushed_channels = \(next.storedChannels), pushed_devices = \(next.storedDevices),
+                settled_at = \(next.settledAt)
+            WHERE id = \(mark.delivery.rawValue) AND tenant_id = \(mark.tenant.rawValue)
+            """,
+            logger
+        )
+        if settles {
+            try await connection.run(
+                "DELETE FROM unsettled_deliveries WHERE delivery_id = \(mark.delivery.rawValue)",
+                logger
+            )
+        }
+        let row = (
+            day: try old.at(3) as String, impulse: ImpulseID(trusted: try old.at(4)), user: try old.at(5) as Int64
+        )
+        return next.changes.map { ($0, row) }
     }
 
     /// The columns `delivery(from:)` reads, in its order.
     static let deliveryColumns = """
         id, tenant_id, user_id, impulse_id, kind, local_date, assigned_at, pushed_at, apns_id, fetched_at, read_at,
-        pushed_channels
+        pushed_channels, pushed_devices
         """
 
     /// A delivery from a row of `deliveryColumns`.
@@ -327,6 +388,7 @@ extension PostgresStore {
             pushedAt: pushedAt.map(Date.init(unixSeconds:)),
             apnsID: try row.at(8),
             channels: PushChannels(stored: try row.at(11, as: Int?.self), pushed: pushedAt != nil),
+            pushedDevices: Delivery.pushedDevices(stored: try row.at(12, as: String?.self)),
             fetchedAt: fetchedAt.map(Date.init(unixSeconds:)),
             readAt: readAt.map(Date.init(unixSeconds:))
         )

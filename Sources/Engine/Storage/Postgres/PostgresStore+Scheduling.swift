@@ -187,11 +187,79 @@ extension PostgresStore {
         }
     }
 
+    public func giveUpUnsettled(assignedBefore: Date, limit: Int) async throws -> [TenantID: Int] {
+        let wall = Date().unixSeconds
+        return try await write { [self] connection in
+            let now = Date()
+            var effects = MarkEffects(subscriptions: try await self.webhookSubscriptions(connection))
+            var given: [TenantID: Int] = [:]
+            for row in try await connection.rows(
+                """
+                WITH picked AS (
+                    SELECT delivery_id FROM unsettled_deliveries u
+                    WHERE assigned_at < \(assignedBefore.unixSeconds)
+                        AND (leased_by = \(nodeID)
+                            OR ((leased_until IS NULL OR leased_until < \(wall))
+                                AND (leased_by IS NULL OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = u.leased_by))))
+                    ORDER BY delivery_id LIMIT \(max(0, limit))
+                    FOR UPDATE OF u SKIP LOCKED
+                ), removed AS (
+                    DELETE FROM unsettled_deliveries u USING picked WHERE u.delivery_id = picked.delivery_id
+                    RETURNING u.delivery_id
+                )
+                UPDATE deliveries d SET settled_at = \(now.unixSeconds), pushed_devices = NULL
+                FROM removed WHERE d.id = removed.delivery_id AND d.settled_at IS NULL
+                RETURNING d.tenant_id, d.report_day, d.impulse_id, d.id, d.user_id, d.pushed_at
+                """,
+                logger
+            ) {
+                let tenant = TenantID(trusted: try row.at(0))
+                given[tenant, default: 0] += 1
+                // One that some device took was counted as pushed then; one that none took fails now.
+                guard try row.at(5, as: Double?.self) == nil else { continue }
+                effects.changed(
+                    .failed(noDevice: false),
+                    tenant: tenant,
+                    day: try row.at(1),
+                    impulse: ImpulseID(trusted: try row.at(2)),
+                    delivery: try row.at(3),
+                    user: try row.at(4),
+                    at: now
+                )
+            }
+            try await self.recordEngagement(effects.tally, connection)
+            let users = effects.users
+            if !users.isEmpty {
+                let names = try await self.usernames(users, connection)
+                try await self.apply(.events(effects.records(usernames: names)), connection)
+            }
+            return given
+        }
+    }
+
     /// Deliveries are leased: the scheduler's sweep needs no settle time of its own.
     public var leasesUnsettledDeliveries: Bool { true }
 
     /// Two batches' transactions at once keep the server's cores busy while the node decides the next batch.
     public var concurrentCommits: Int { 2 }
+
+    public func pushedDevices(tenant: TenantID, deliveries: [DeliveryID]) async throws -> [DeliveryID: Set<String>] {
+        guard !deliveries.isEmpty else { return [:] }
+        return try await read { [self] connection in
+            var found: [DeliveryID: Set<String>] = [:]
+            for row in try await connection.rows(
+                """
+                SELECT id, pushed_devices FROM deliveries
+                WHERE tenant_id = \(tenant.rawValue) AND settled_at IS NULL
+                    AND id = ANY(\(deliveries.map(\.rawValue))::bigint[])
+                """,
+                logger
+            ) {
+                found[DeliveryID(try row.at(0, as: Int64.self))] = Delivery.pushedDevices(stored: try row.at(1))
+            }
+            return found
+        }
+    }
 
     public func pushTargets(tenant: TenantID, users: [UserID]) async throws -> [UserID: PushTarget] {
         guard !users.isEmpty else { return [:] }
