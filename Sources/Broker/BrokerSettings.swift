@@ -64,6 +64,7 @@ struct ConfigFile: Decodable {
     var pushBatchSize: Int?
     var adminListen: String?
     var adminToken: String?
+    var adminTokenFile: String?
     var operatorTokenFile: String?
     var maxConnections: Int?
     var maxConnectionsPerAddress: Int?
@@ -292,11 +293,18 @@ struct BrokerSettings {
         if adminListen == "off" {
             admin = nil
         } else {
+            let token: String?
+            do throws(EngineError) {
+                token =
+                    try Self.secret(
+                        "BROKER_ADMIN_TOKEN",
+                        environment: environment,
+                        file: file.adminTokenFile,
+                        what: "admin token"
+                    ) ?? file.adminToken
+            } catch { throw ValidationError(error.message) }
             do {
-                admin = AdminConfiguration(
-                    listen: try ListenAddress(parsing: adminListen),
-                    token: pick(nil, "BROKER_ADMIN_TOKEN", file.adminToken)
-                )
+                admin = AdminConfiguration(listen: try ListenAddress(parsing: adminListen), token: token)
             } catch {
                 throw ValidationError("adminListen: \(error.message)")
             }

@@ -101,7 +101,16 @@ struct SimulatorCommand: AsyncParsableCommand {
         var controlToken: String?
         var generated = false
         if !noControl {
-            let given = ProcessInfo.processInfo.environment["BROKER_SIMULATOR_CONTROL_TOKEN"] ?? ""
+            let given: String
+            do throws(EngineError) {
+                given =
+                    try BrokerSettings.secret(
+                        "BROKER_SIMULATOR_CONTROL_TOKEN",
+                        environment: ProcessInfo.processInfo.environment,
+                        file: nil,
+                        what: "simulator control token"
+                    ) ?? ""
+            } catch { throw ValidationError(error.message) }
             guard given.isEmpty || (16...200).contains(given.utf8.count) else {
                 throw ValidationError("BROKER_SIMULATOR_CONTROL_TOKEN must be 16-200 characters")
             }

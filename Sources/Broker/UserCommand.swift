@@ -19,7 +19,18 @@ struct PasswordOptions: ParsableArguments {
         if passwordStdin {
             value = readLine(strippingNewline: true)
         } else {
-            value = password ?? ProcessInfo.processInfo.environment["BROKER_PASSWORD"]
+            if let password {
+                value = password
+            } else {
+                do throws(EngineError) {
+                    value = try BrokerSettings.secret(
+                        "BROKER_PASSWORD",
+                        environment: ProcessInfo.processInfo.environment,
+                        file: nil,
+                        what: "password"
+                    )
+                } catch { throw ValidationError(error.message) }
+            }
         }
         guard let value, !value.isEmpty, value.utf8.count <= 72 else {
             throw ValidationError("give a password of 1-72 bytes with --password-stdin, BROKER_PASSWORD or --password")
