@@ -14,7 +14,8 @@ struct MigrateCommand: AsyncParsableCommand {
             (unless started with --migrate); a store that lacks migrations is refused with their names. On \
             PostgreSQL the migrations run under an advisory lock, each in its own transaction, with a 10-minute \
             statement limit. --check lists what is pending and the rows each migration reads, rewrites or indexes, \
-            and changes nothing; it exits with status 2 when migrations are pending.
+            and changes nothing; it exits with status 2 when migrations are pending. A database with migrations \
+            this broker does not know (a newer release applied them) is refused with exit status 4.
             """
     )
 
@@ -60,6 +61,22 @@ struct MigrateCommand: AsyncParsableCommand {
             print("usernames that differ only in case, kept apart (each signs in with its exact spelling; rename or")
             print("delete all but one to let it sign in in any case):")
             for group in twins { print("  \(group)") }
+        }
+        // Roll forward, not back: a database a newer release migrated is not this release's to touch, and an
+        // orchestrator must not read "up to date" as success.
+        let unknown = try await store.unknownMigrations()
+        guard unknown.isEmpty else {
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    Error: the database has \(unknown.count) migration\(unknown.count == 1 ? "" : "s") this broker does \
+                    not know (\(unknown.joined(separator: ", "))): a newer release applied them. Run that release's \
+                    broker migrate, or roll the nodes forward; this release does not migrate a newer schema.
+
+                    """.utf8
+                )
+            )
+            throw ExitCode(4)
         }
         let pending = try await store.pendingMigrations()
         guard !pending.isEmpty else {

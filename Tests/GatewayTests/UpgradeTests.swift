@@ -39,6 +39,40 @@ struct UpgradeTests {
         #expect(try await BrokerProcess.run(["tenant", "create", "acme"], dataDirectory: data).status == 0)
     }
 
+    @Test("migrate and migrate --check refuse a schema a newer release migrated (exit 4), on both stores")
+    func newerSchema() async throws {
+        let data = TestBroker.temporaryDirectory()
+        let queue = try DatabaseQueue(path: data + "/broker.sqlite")
+        try SQLiteStore.migrator.migrate(queue)
+        try await queue.write { try $0.execute(sql: "INSERT INTO grdb_migrations VALUES ('v99-from-the-future')") }
+        for arguments in [["migrate"], ["migrate", "--check"]] {
+            let refused = try await BrokerProcess.run(arguments, dataDirectory: data)
+            #expect(refused.status == 4, "\(arguments): \(refused.output) \(refused.error)")
+            #expect(refused.error.contains("v99-from-the-future") && !refused.output.contains("up to date"))
+        }
+
+        let url = try await PostgresTestDatabases.makeMigrated() + "?sslmode=disable"
+        let store = try await PostgresStore(
+            configuration: try PostgresStoreConfiguration(url: url),
+            logger: Logger(label: "t")
+        )
+        try await store.write { connection in
+            try await connection.run(
+                "INSERT INTO broker_migrations (version, name) VALUES (999, 'from-the-future')",
+                store.logger
+            )
+        }
+        await store.close()
+        let folder = TestBroker.temporaryDirectory()
+        let refused = try await BrokerProcess.run(
+            ["migrate"],
+            dataDirectory: nil,
+            environment: ["BROKER_DATABASE": url, "BROKER_DATA_DIR": folder]
+        )
+        #expect(refused.status == 4, "\(refused.output) \(refused.error)")
+        #expect(refused.error.contains("999"), "\(refused.error)")
+    }
+
     @Test("An admin command told to migrate (--migrate, BROKER_MIGRATE=on) applies the migrations and goes on")
     func toldTo() async throws {
         let data = TestBroker.temporaryDirectory()

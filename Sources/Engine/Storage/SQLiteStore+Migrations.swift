@@ -68,6 +68,10 @@ extension SQLiteStore {
         }
     }
 
+    public func unknownMigrations() async throws -> [String] {
+        try await read { db in try Self.migrator.appliedIdentifiers(db).subtracting(Self.migrator.migrations).sorted() }
+    }
+
     public func schemaNames() async throws -> [String] {
         try await read { db in try Self.migrator.appliedMigrations(db) }
     }

@@ -154,6 +154,8 @@ public protocol SchemaStore: Sendable {
     func applyMigrations() async throws -> [String]
     /// The names of the migrations applied, oldest first.
     func schemaNames() async throws -> [String]
+    /// Migrations the database has that this broker does not know (a newer release applied them), oldest first.
+    func unknownMigrations() async throws -> [String]
     /// Usernames that differ only in case (``UsernameMatch``), per tenant: kept apart by the migration that made
     /// usernames unique without regard to case, for an operator to rename or delete. Read on any schema version.
     func caseTwins() async throws -> [CaseTwins]

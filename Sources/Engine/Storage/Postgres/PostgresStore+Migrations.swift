@@ -51,6 +51,11 @@ extension PostgresStore {
         try await migrate().map(\.label)
     }
 
+    public func unknownMigrations() async throws -> [String] {
+        let known = Set(Self.migrations.map(\.version))
+        return try await schemaVersions().filter { !known.contains($0) }.map { "\($0)" }
+    }
+
     public func schemaNames() async throws -> [String] {
         let versions = try await schemaVersions()
         let names = Dictionary(uniqueKeysWithValues: Self.migrations.map { ($0.version, $0.label) })
