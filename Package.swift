@@ -116,6 +116,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // A backup's manifest records the credential key's SHA-256.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             resources: [.copy("Resources/demo-catalog.json")],
             swiftSettings: swiftSettings,

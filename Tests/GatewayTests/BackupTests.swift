@@ -118,8 +118,9 @@ extension HeavyTests {
                 dataDirectory: nil
             )
             #expect(replaced.status == 0, "\(replaced.error)")
+            // The replaced file, and the -wal and -shm it had beside it, renamed with it.
             let kept = try FileManager.default.contentsOfDirectory(atPath: data + "/a").filter {
-                $0.hasPrefix("broker.sqlite.before-restore-")
+                $0.hasPrefix("broker.sqlite.before-restore-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm")
             }
             #expect(kept.count == 1, "\(kept)")
         }

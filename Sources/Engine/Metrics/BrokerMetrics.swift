@@ -39,6 +39,7 @@ public struct BrokerMetrics: Sendable {
         /// 1, labelled with the node's id (the same as `/inspect`'s `node`).
         public static let nodeInfo = "broker_node_info"
         public static let tlsCertificateExpiry = "broker_tls_certificate_expiry_timestamp_seconds"
+        public static let backupLastSuccess = "broker_backup_last_success_timestamp_seconds"
         public static let apnsCertificateExpiry = "broker_apns_certificate_expiry_timestamp_seconds"
     }
 

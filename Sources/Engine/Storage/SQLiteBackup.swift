@@ -35,37 +35,80 @@ public enum SQLiteBackup {
         do {
             let destination = try DatabaseQueue(path: partial)
             try reader.backup(to: destination)
+            // The copy carries the source's WAL mode; a backup is one self-contained file, without a -wal or -shm
+            // beside it (they were left next to every backup under the temporary name).
+            try destination.writeWithoutTransaction { try $0.execute(sql: "PRAGMA journal_mode = DELETE") }
             try destination.close()
             try reader.close()
             let report = try check(partial)
             try FileManager.default.moveItem(atPath: partial, toPath: target)
             return report
         } catch {
-            try? FileManager.default.removeItem(atPath: partial)
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                try? FileManager.default.removeItem(atPath: partial + suffix)
+            }
             throw error
         }
     }
 
-    /// Puts the backup `backup` in place as `target` (the broker using it must be stopped). A file already there is
-    /// kept as `<target>.before-restore-<unix time>`, with its WAL folded in; the returned path says where (nil:
-    /// there was none).
-    public static func restore(from backup: String, to target: String) throws -> (report: Report, kept: String?) {
+    /// Puts the backup `backup` in place as `target`. Refused while a process has `target` open (a running broker:
+    /// it would go on writing to the file it has open and lose those writes); the backup is checked first, copied
+    /// beside the target, then renamed into place. A file already there is never opened (it may be the damaged file
+    /// the restore is for): it is kept as `<target>.before-restore-<unix time>`, with its `-wal` and `-shm` renamed
+    /// to match, so that SQLite opening the kept copy finds its WAL; the returned path says where (nil: there was
+    /// none). A restore that fails leaves the target as it was and nothing of its own behind.
+    /// `locked`: the caller holds `target`'s ``StoreFileLock`` exclusive (it restores more than the file).
+    public static func restore(
+        from backup: String,
+        to target: String,
+        locked: Bool = false
+    ) throws -> (report: Report, kept: String?) {
         let report = try check(backup)
+        let lock = locked ? nil : try StoreFileLock(database: target, exclusive: true)
+        defer { withExtendedLifetime(lock) {} }
+        let manager = FileManager.default
         let incoming = target + ".restoring"
-        try? FileManager.default.removeItem(atPath: incoming)
-        try FileManager.default.copyItem(atPath: backup, toPath: incoming)
-        var kept: String?
-        if FileManager.default.fileExists(atPath: target) {
-            let aside = target + ".before-restore-\(Int(Date().timeIntervalSince1970))"
-            // A checkpoint folds the WAL into the file, so the kept copy is whole without its -wal.
-            let old = try DatabaseQueue(path: target)
-            try old.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-            try old.close()
-            try FileManager.default.moveItem(atPath: target, toPath: aside)
-            kept = aside
+        let clear = {
+            for suffix in ["", "-wal", "-shm", "-journal"] { try? manager.removeItem(atPath: incoming + suffix) }
         }
-        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: target + suffix) }
-        try FileManager.default.moveItem(atPath: incoming, toPath: target)
+        clear()
+        defer { clear() }
+        do {
+            try manager.copyItem(atPath: backup, toPath: incoming)
+            // In WAL mode, as the broker keeps it: a broker starting on it, and any reader beside it, find the file
+            // as they expect rather than switching its mode under each other.
+            let copy = try DatabaseQueue(path: incoming)
+            try copy.writeWithoutTransaction { try $0.execute(sql: "PRAGMA journal_mode = WAL") }
+            try copy.close()
+        } catch {
+            throw EngineError(.storage, "cannot copy \(backup) beside \(target): \(error.localizedDescription)")
+        }
+        // The files a SQLite database is made of, each moved aside or not there.
+        let parts = ["", "-wal", "-shm"]
+        var kept: String?
+        var moved: [(from: String, to: String)] = []
+        if manager.fileExists(atPath: target) {
+            let aside = target + ".before-restore-\(Int(Date().timeIntervalSince1970))"
+            do {
+                for suffix in parts where manager.fileExists(atPath: target + suffix) {
+                    try manager.moveItem(atPath: target + suffix, toPath: aside + suffix)
+                    moved.append((target + suffix, aside + suffix))
+                }
+            } catch {
+                for (from, to) in moved.reversed() { try? manager.moveItem(atPath: to, toPath: from) }
+                throw EngineError(.storage, "cannot move \(target) aside: \(error.localizedDescription)")
+            }
+            kept = aside
+        } else {
+            // A WAL without its database is no part of the backup being restored.
+            for suffix in ["-wal", "-shm"] { try? manager.removeItem(atPath: target + suffix) }
+        }
+        do {
+            try manager.moveItem(atPath: incoming, toPath: target)
+        } catch {
+            for (from, to) in moved.reversed() { try? manager.moveItem(atPath: to, toPath: from) }
+            throw EngineError(.storage, "cannot put the backup in place as \(target): \(error.localizedDescription)")
+        }
         return (report, kept)
     }
 

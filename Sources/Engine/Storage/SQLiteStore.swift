@@ -35,9 +35,11 @@ public final class SQLiteStore: BrokerStore {
     let logger: Logger
     let metrics: BrokerMetrics
     public let nodeID: String
+    /// Held shared while the store is open: a restore refuses meanwhile (``StoreFileLock``).
+    private let fileLock: StoreFileLock
 
     /// Opens (creating if needed) the database; what it does about migrations the file lacks is the
-    /// configuration's ``MigrationPolicy``.
+    /// configuration's ``MigrationPolicy``. Refused while `broker store restore` swaps the file.
     public init(
         configuration: SQLiteStoreConfiguration,
         logger: Logger,
@@ -53,6 +55,7 @@ public final class SQLiteStore: BrokerStore {
             // and deliveries in batches, and re-reading pages from the kernel dominated a burst's profile.
             try db.execute(sql: "PRAGMA cache_size = -16384")
         }
+        self.fileLock = try StoreFileLock(database: configuration.path, exclusive: false)
         do {
             self.pool = try DatabasePool(path: configuration.path, configuration: config)
         } catch {

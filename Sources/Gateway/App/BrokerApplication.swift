@@ -221,7 +221,8 @@ public func buildApplication(
                 transport: push.transport,
                 scheduler: scheduler,
                 store: store,
-                tls: serverTLS
+                tls: serverTLS,
+                backupStatus: configuration.dataDirectory + "/backup-status.json"
             ),
             inspector: inspector,
             readiness: api.readiness,

@@ -26,6 +26,8 @@ final class MetricsCollector: Sendable {
     let nodeID: String
     /// The REST listener's certificate (nil: none to report).
     let tls: ServerTLS?
+    /// Where `broker store backup --into` records its last success (an embedded deployment's data directory).
+    let backupStatus: String?
     private let seen = Mutex(Seen())
 
     struct Seen {
@@ -38,9 +40,11 @@ final class MetricsCollector: Sendable {
         transport: APNsPushTransport?,
         scheduler: Scheduler?,
         store: any ChangeFeedStore,
-        tls: ServerTLS? = nil
+        tls: ServerTLS? = nil,
+        backupStatus: String? = nil
     ) {
         self.tls = tls
+        self.backupStatus = backupStatus
         self.metrics = metrics
         self.gateway = gateway
         self.transport = transport
@@ -85,6 +89,9 @@ final class MetricsCollector: Sendable {
         metrics.gauge(Name.nodeInfo, [("node", nodeID)]).record(1)
         // Expiry times, for alerts well before the day a certificate stops working: the REST certificate that new
         // connections are served (a pair on disk that did not load must not look renewed).
+        if let last = backupStatus.flatMap(Self.lastBackup) {
+            metrics.gauge(Name.backupLastSuccess).record(last.timeIntervalSince1970)
+        }
         if let expiry = tls?.servedExpiry {
             metrics.gauge(Name.tlsCertificateExpiry).record(expiry.timeIntervalSince1970)
         }
@@ -109,5 +116,14 @@ final class MetricsCollector: Sendable {
         let fields = text.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// The last good backup's time from `broker store backup --into`'s status file (nil: none yet, or unreadable).
+    static func lastBackup(_ path: String) -> Date? {
+        guard let data = FileManager.default.contents(atPath: path),
+            let status = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let seconds = (status["lastSuccess"] as? NSNumber)?.doubleValue
+        else { return nil }
+        return Date(timeIntervalSince1970: seconds)
     }
 }
