@@ -40,6 +40,12 @@ public struct BrokerMetrics: Sendable {
         public static let nodeInfo = "broker_node_info"
         public static let tlsCertificateExpiry = "broker_tls_certificate_expiry_timestamp_seconds"
         public static let backupLastSuccess = "broker_backup_last_success_timestamp_seconds"
+        public static let credentialRefused = "broker_push_credential_refused"
+        public static let ready = "broker_ready"
+        public static let buildInfo = "broker_build_info"
+        public static let dataFreeBytes = "broker_data_free_bytes"
+        public static let dataSizeBytes = "broker_data_size_bytes"
+        public static let webhookOutboxPending = "broker_webhook_outbox_pending"
         public static let apnsCertificateExpiry = "broker_apns_certificate_expiry_timestamp_seconds"
     }
 
@@ -85,7 +91,23 @@ public struct BrokerMetrics: Sendable {
     /// The tenant's label value: its id while the set of labelled tenants is bounded, else `other`.
     public func tenantLabel(_ tenant: TenantID) -> String { tenants.label(tenant) }
 
-    public func reasonLabel(_ reason: String) -> String { Self.knownReasons.contains(reason) ? reason : "other" }
+    /// FCM's error codes (its `ErrorCode` enum, and the status it answers with when it names none) and the
+    /// broker's own refusals of a tenant's Android pushes (`FCMCredentialFailed: <reason>` counts as its prefix).
+    static let knownFCMReasons: Set<String> = [
+        "UNSPECIFIED_ERROR", "INVALID_ARGUMENT", "UNREGISTERED", "SENDER_ID_MISMATCH", "QUOTA_EXCEEDED", "UNAVAILABLE",
+        "INTERNAL", "THIRD_PARTY_AUTH_ERROR", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "RESOURCE_EXHAUSTED",
+        "NoFCMCredential", "FCMCredentialFailed",
+    ]
+
+    /// The `reason` label of a refusal on `channel`: one of the channel's documented reasons, else `other`.
+    public func reasonLabel(_ reason: String, channel: PushChannel = .apns) -> String {
+        switch channel {
+        case .apns: return Self.knownReasons.contains(reason) ? reason : "other"
+        case .fcm:
+            let code = reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? reason
+            return Self.knownFCMReasons.contains(code) ? code : "other"
+        }
+    }
 
     // Handles are kept by name and labels: every request and push records, and the label sets are closed.
     public func counter(_ name: String, _ dimensions: [(String, String)] = []) -> Counter {
@@ -125,7 +147,8 @@ public struct BrokerMetrics: Sendable {
             switch answer.result {
             case .accepted: counts[prefix + "accepted", default: (channel, "accepted", "", 0)].count += 1
             case .rejected(_, let reason, _), .refused(_, _, let reason, _):
-                counts[prefix + "r" + reason, default: (channel, "rejected", reasonLabel(reason), 0)].count += 1
+                counts[prefix + "r" + reason, default: (channel, "rejected", reasonLabel(reason, channel: channel), 0)]
+                    .count += 1
             case .transportFailure:
                 counts[prefix + "transport_failure", default: (channel, "transport_failure", "", 0)].count += 1
             }

@@ -2,6 +2,9 @@ import GRDB
 
 extension SQLiteStore {
     /// Versioned migrations. Never edit a shipped migration; add a new one.
+    /// The newest migration this build knows.
+    public static var latestMigration: String { migrator.migrations.last ?? "none" }
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-foundation") { db in

@@ -222,7 +222,11 @@ public func buildApplication(
                 scheduler: scheduler,
                 store: store,
                 tls: serverTLS,
-                backupStatus: configuration.dataDirectory + "/backup-status.json"
+                backupStatus: configuration.dataDirectory + "/backup-status.json",
+                tenants: store,
+                fcm: push.fcm,
+                readiness: api.readiness,
+                dataDirectory: configuration.dataDirectory
             ),
             inspector: inspector,
             readiness: api.readiness,

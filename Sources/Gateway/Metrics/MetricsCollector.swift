@@ -28,6 +28,12 @@ final class MetricsCollector: Sendable {
     let tls: ServerTLS?
     /// Where `broker store backup --into` records its last success (an embedded deployment's data directory).
     let backupStatus: String?
+    /// The tenants and the webhook outbox, for the per-tenant series alerts rely on.
+    let tenants: (any TenantStore & WebhookStore)?
+    let fcm: FCMPushTransport?
+    let readiness: Readiness?
+    /// The data directory, whose file system's free space is exported.
+    let dataDirectory: String?
     private let seen = Mutex(Seen())
 
     struct Seen {
@@ -41,10 +47,18 @@ final class MetricsCollector: Sendable {
         scheduler: Scheduler?,
         store: any ChangeFeedStore,
         tls: ServerTLS? = nil,
-        backupStatus: String? = nil
+        backupStatus: String? = nil,
+        tenants: (any TenantStore & WebhookStore)? = nil,
+        fcm: FCMPushTransport? = nil,
+        readiness: Readiness? = nil,
+        dataDirectory: String? = nil
     ) {
         self.tls = tls
         self.backupStatus = backupStatus
+        self.tenants = tenants
+        self.fcm = fcm
+        self.readiness = readiness
+        self.dataDirectory = dataDirectory
         self.metrics = metrics
         self.gateway = gateway
         self.transport = transport
@@ -55,6 +69,15 @@ final class MetricsCollector: Sendable {
 
     func refresh() async {
         typealias Name = BrokerMetrics.Name
+        await refreshTenants()
+        metrics.gauge(Name.buildInfo, [("version", BrokerBuild.version), ("schema", BrokerBuild.schema)]).record(1)
+        if let readiness {
+            metrics.gauge(Name.ready).record(await readiness.problem() == nil ? 1 : 0)
+        }
+        if let dataDirectory, let space = Self.fileSystemSpace(dataDirectory) {
+            metrics.gauge(Name.dataFreeBytes).record(space.free)
+            metrics.gauge(Name.dataSizeBytes).record(space.size)
+        }
         if let snapshot = await gateway?.snapshot() {
             // Every tenant the gateway has queued for, 0 when its queue is empty.
             for (tenant, depth) in snapshot.queued {
@@ -125,5 +148,48 @@ final class MetricsCollector: Sendable {
             let seconds = (status["lastSuccess"] as? NSNumber)?.doubleValue
         else { return nil }
         return Date(timeIntervalSince1970: seconds)
+    }
+
+    /// Per tenant and channel, whatever the tenant did since the start: whether the channel refuses its credential
+    /// (its pushes there are paused), and the push counters an alert's rate needs, at 0 from the first scrape (a
+    /// counter that first appears at its final value has no rate, and a series that does not exist makes an `and`
+    /// empty). Per tenant, the webhook events waiting.
+    private func refreshTenants() async {
+        typealias Name = BrokerMetrics.Name
+        guard let tenants, let all = try? await tenants.tenants() else { return }
+        let paused = await gateway?.snapshot().paused ?? [:]
+        var channels: [PushChannel] = []
+        if transport != nil { channels.append(.apns) }
+        if fcm != nil { channels.append(.fcm) }
+        if gateway == nil { channels = [] }
+        for tenant in all {
+            let label = metrics.tenantLabel(tenant.id)
+            for channel in channels {
+                let refused =
+                    switch channel {
+                    case .apns: paused[tenant.id] != nil
+                    case .fcm: fcm?.failure(tenant: tenant.id) != nil
+                    }
+                metrics.gauge(Name.credentialRefused, [("tenant", label), ("channel", channel.rawValue)])
+                    .record(refused ? 1 : 0)
+                for outcome in ["accepted", "transport_failure"] {
+                    metrics.counter(
+                        Name.pushes,
+                        [("tenant", label), ("channel", channel.rawValue), ("outcome", outcome), ("reason", "")]
+                    ).increment(by: 0)
+                }
+            }
+            if let pending = try? await tenants.pendingWebhookEvents(tenant: tenant.id) {
+                metrics.gauge(Name.webhookOutboxPending, [("tenant", label)]).record(pending.values.reduce(0, +))
+            }
+        }
+    }
+
+    /// The free and total bytes of the file system `path` is on.
+    static func fileSystemSpace(_ path: String) -> (free: Int, size: Int)? {
+        var stats = statvfs()
+        guard statvfs(path, &stats) == 0 else { return nil }
+        let block = Int(stats.f_frsize)
+        return (Int(stats.f_bavail) * block, Int(stats.f_blocks) * block)
     }
 }

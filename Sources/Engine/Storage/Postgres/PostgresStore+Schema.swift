@@ -17,6 +17,9 @@ extension PostgresStore {
     /// `PostgresStore+ReportMigrations.swift`, 13 on in `PostgresStore+ClusterMigrations.swift`.
     static let migrations: [Migration] = foundationMigrations + reportMigrations + clusterMigrations
 
+    /// The newest schema version this build knows.
+    public static var latestVersion: Int { migrations.last?.version ?? 0 }
+
     static let foundationMigrations: [Migration] = [
         Migration(
             version: 1,
