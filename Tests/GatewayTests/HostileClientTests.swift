@@ -14,11 +14,16 @@ struct AttackTarget {
     let port: Int
     let directory: String
 
-    static func start(environment: [String: String] = [:]) async throws -> AttackTarget {
+    /// `openFiles`: the process's open-file limit (soft and hard), as `prlimit` sets it.
+    static func start(environment: [String: String] = [:], openFiles: Int? = nil) async throws -> AttackTarget {
         let directory = TestBroker.temporaryDirectory()
+        let arguments = [
+            "demo", "--listen", "127.0.0.1:0", "--data-dir", directory, "--log-level", "error", "--users", "0",
+        ]
         let process = try RunningBroker(
-            ["demo", "--listen", "127.0.0.1:0", "--data-dir", directory, "--log-level", "error", "--users", "0"],
-            environment: ["BROKER_ADMIN_LISTEN": "off", "BROKER_SCHEDULER": "off"].merging(environment) { $1 }
+            openFiles.map { ["--nofile=\($0):\($0)", BrokerProcess.executable.path] + arguments } ?? arguments,
+            environment: ["BROKER_ADMIN_LISTEN": "off", "BROKER_SCHEDULER": "off"].merging(environment) { $1 },
+            executable: openFiles == nil ? BrokerProcess.executable : URL(fileURLWithPath: "/usr/bin/prlimit")
         )
         let port = try #require(try await process.port(matching: /https:\/\/localhost:(\d+)/), "\(process.output)")
         return AttackTarget(process: process, port: port, directory: directory)
@@ -444,6 +449,39 @@ struct SilentConnectionTests {
         #expect(!quiet.isClosed)
         #expect(try await eventually(seconds: 15) { quiet.isClosed })
         #expect(try await target.legitimateRequestSucceeds())
+    }
+
+    @Test(
+        "Under a low open-file limit one address gets a quarter of the slots; the others stay for everyone else"
+    )
+    func lowFileLimit() async throws {
+        // 1,024 descriptors: 512 are kept back, 512 connection slots remain; one address gets 128 of them.
+        let target = try await AttackTarget.start(openFiles: 1024)
+        defer { target.terminate() }
+        let limits = try String(
+            contentsOfFile: "/proc/\(target.process.process.processIdentifier)/limits",
+            encoding: .utf8
+        )
+        let files = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        #expect(files.split(separator: " ").compactMap { Int($0) } == [1024, 1024], "\(files)")
+        let connections = try await Self.silent(400, port: target.port)
+        // Beyond its 128, 127.0.0.2's connections are closed as soon as they are accepted.
+        #expect(try await eventually(seconds: 10) { connections.count { $0.isClosed } >= 272 })
+        #expect(connections.count { !$0.isClosed } <= 128)
+        // The other slots serve other addresses at once, long before the held ones' handshake deadline (10 s).
+        let started = ContinuousClock.now
+        #expect(try await target.legitimateRequestSucceeds())
+        #expect(started.duration(to: .now) < .seconds(8))
+    }
+
+    @Test("An address's share and the handshake deadline follow the listener's room")
+    func limitsUnderPressure() {
+        let limits = ConnectionLimits(maxConnections: 512, maxConnectionsPerAddress: 1_000)
+        #expect(limits.addressShare == 128)
+        #expect(ConnectionLimits(maxConnections: 10_000, maxConnectionsPerAddress: 1_000).addressShare == 1_000)
+        #expect(limits.handshakeTimeout(open: 383) == .seconds(10))
+        #expect(limits.handshakeTimeout(open: 384) == .seconds(2))
+        #expect(ConnectionLimits(handshakeTimeout: .seconds(3)).handshakeTimeout(open: 9_999) == .seconds(1))
     }
 
     @Test("The APNs simulator closes them too")

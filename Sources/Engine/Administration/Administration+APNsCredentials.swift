@@ -3,12 +3,16 @@ import Foundation
 extension Administration {
     // MARK: APNs credentials
 
-    /// Operators may manage any tenant's credentials; its own admins only when an operator allowed them
-    /// (`adminsManageAPNsCredentials`).
+    /// Operators may manage any tenant's push credentials (APNs keys and certificates, FCM service accounts); its
+    /// own admins only when an operator allowed them (`adminsManageAPNsCredentials`, which covers both channels).
     func credentialsTenant(_ id: TenantID, by actor: AdminActor) async throws -> Tenant {
         let tenant = try await self.tenant(id, by: actor)
         guard Self.managesAPNsCredentials(tenant, actor) else {
-            throw EngineError(.forbidden, "an operator manages this tenant's APNs credentials")
+            throw EngineError(
+                .forbidden,
+                "an operator manages this tenant's push credentials (APNs and FCM): ask one to upload it, or to allow "
+                    + "the tenant's admins to (adminsManageAPNsCredentials)"
+            )
         }
         return tenant
     }

@@ -12,7 +12,9 @@ import Synchronization
 public struct ConnectionLimits: Sendable {
     /// Open connections on the listener at most; more are closed as soon as they are accepted.
     public var maxConnections: Int
-    /// Open connections from one client address (IPv4 address, IPv6 /64) at most.
+    /// Open connections from one client address (IPv4 address, IPv6 /64) at most; never more than a quarter of
+    /// `maxConnections` (``addressShare``), so that one address cannot take every slot of a listener whose open-file
+    /// limit cut it down.
     public var maxConnectionsPerAddress: Int
     /// From accept to a completed TLS handshake.
     public var handshakeTimeout: Duration
@@ -34,6 +36,18 @@ public struct ConnectionLimits: Sendable {
         self.handshakeTimeout = handshakeTimeout
         self.firstRequestTimeout = firstRequestTimeout
         self.stallTimeout = stallTimeout
+    }
+
+    /// One address's share of the listener's slots at most: the configured per-address bound, within a quarter of
+    /// the total (a company's NAT still gets thousands of the default 10,000).
+    public var addressShare: Int { min(maxConnectionsPerAddress, max(1, maxConnections / 4)) }
+
+    /// The handshake deadline of a connection accepted while `open` connections are open: the configured one, cut
+    /// to a fifth (at least a second) once three quarters of the slots are taken, so that connections that never
+    /// finish their handshake free their slots sooner while the listener is under pressure.
+    public func handshakeTimeout(open: Int) -> Duration {
+        guard open * 4 >= maxConnections * 3 else { return handshakeTimeout }
+        return max(.seconds(1), handshakeTimeout / 5)
     }
 }
 
@@ -62,7 +76,7 @@ final class ConnectionCounter: Sendable {
     func admit(_ address: String?) -> (admitted: Bool, warn: Bool) {
         state.withLock { state in
             let fromAddress = address.map { state.perAddress[$0, default: 0] } ?? 0
-            guard state.total < limits.maxConnections, fromAddress < limits.maxConnectionsPerAddress else {
+            guard state.total < limits.maxConnections, fromAddress < limits.addressShare else {
                 state.refused += 1
                 let now = ContinuousClock.now
                 let warn = state.lastWarning.map { $0.duration(to: now) >= .seconds(60) } ?? true
@@ -79,7 +93,7 @@ final class ConnectionCounter: Sendable {
     /// from its PROXY header, or refuses it.
     func admitAddress(_ address: String) -> (admitted: Bool, warn: Bool) {
         state.withLock { state in
-            guard state.perAddress[address, default: 0] < limits.maxConnectionsPerAddress else {
+            guard state.perAddress[address, default: 0] < limits.addressShare else {
                 state.refused += 1
                 let now = ContinuousClock.now
                 let warn = state.lastWarning.map { $0.duration(to: now) >= .seconds(60) } ?? true
@@ -144,7 +158,8 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         counted = true
         let loop = context.eventLoop.assumeIsolated()
         let channel = context.channel
-        handshakeTimer = loop.scheduleTask(in: Self.timeAmount(counter.limits.handshakeTimeout)) {
+        let deadline = counter.limits.handshakeTimeout(open: counter.open)
+        handshakeTimer = loop.scheduleTask(in: Self.timeAmount(deadline)) {
             channel.close(promise: nil)
         }
         firstRequestTimer = loop.scheduleTask(in: Self.timeAmount(counter.limits.firstRequestTimeout)) {

@@ -181,7 +181,7 @@ extension Console {
         let base = "/t/\(tenant.id)/console/devices"
         return html(
             layout(
-                title: "Devices, APNs and FCM",
+                title: "Devices and push",
                 scope: tenant.name,
                 visit: visit,
                 nav: nav(visit, current: base),

@@ -5,7 +5,7 @@ extension ConsoleTemplates {
     static let devices = """
         <h2>Devices</h2>
         <p class="muted">The programme's app is <code>{{topic}}</code>. Quarantined tokens get no pushes until their app
-        registers them again; removed ones (APNs said the app is gone) are deleted by the next purge.</p>
+        registers them again; removed ones (APNs or FCM said the app is gone) are deleted by the next purge.</p>
         <div class="table-wrap"><table>
         <thead><tr><th scope="col">Platform</th><th scope="col">App (topic)</th><th scope="col">Environment</th>
         <th class="num" scope="col">Registered</th><th class="num" scope="col">Quarantined</th><th class="num" scope="col">Removed</th></tr></thead>

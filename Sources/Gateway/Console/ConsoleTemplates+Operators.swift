@@ -5,9 +5,9 @@ extension ConsoleTemplates {
     static let tenants = """
         <div class="table-wrap"><table>
         <thead><tr><th scope="col">Tenant</th><th scope="col">Name</th><th scope="col">State</th><th scope="col">Time zone</th>
-        <th scope="col">App (topic)</th><th scope="col">APNs credentials by</th><th scope="col">Actions</th></tr></thead>
+        <th scope="col">App (topic)</th><th scope="col">Push credentials (APNs, FCM) by</th><th scope="col">Actions</th></tr></thead>
         <tbody>{{#tenants}}<tr><td><a href="{{href}}">{{id}}</a></td><td>{{name}}</td><td>{{state}}</td><td>{{zone}}</td>
-        <td>{{topic}}</td><td>{{credentials}} (<a href="{{apnsHref}}">APNs</a>)</td>
+        <td>{{topic}}</td><td>{{credentials}} (<a href="{{apnsHref}}">devices and push</a>)</td>
         <td><form class="inline" method="post" action="{{suspendAction}}"><input type="hidden" name="csrf" value="{{csrf}}">
         <input type="hidden" name="suspended" value="{{suspendTo}}"><button class="secondary" type="submit">{{suspendLabel}}</button></form>
         <form class="inline" method="post" action="{{credentialsAction}}"><input type="hidden" name="csrf" value="{{csrf}}">

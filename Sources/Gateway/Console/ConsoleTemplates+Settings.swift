@@ -25,7 +25,7 @@ extension ConsoleTemplates {
         <input id="settings-language" name="language" required maxlength="8" value="{{language}}">
         <label for="settings-max">Pushes per user and day</label>
         <input id="settings-max" name="maxPushesPerDay" type="number" min="1" max="24" required value="{{maxPushesPerDay}}">
-        <label for="settings-expiry">APNs keeps a push for an offline phone</label>
+        <label for="settings-expiry">APNs and FCM keep a push for an offline phone</label>
         <select id="settings-expiry" name="pushExpiry">{{#pushExpiry}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/pushExpiry}}</select>
         <label for="settings-first">New users start</label>
         <select id="settings-first" name="firstDelivery">{{#firstDelivery}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/firstDelivery}}</select>
