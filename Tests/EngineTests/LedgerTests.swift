@@ -234,10 +234,7 @@ struct MarkWriterTests {
                 at: Date()
             )
         }
-        var unsafe = Configuration()
-        unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
-        let lock = try DatabaseQueue(path: f.location, configuration: unsafe)
-        try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let lock = try await SQLiteWriteLock.take(path: f.location)
         await writer.submit([mark(1)])  // queued; its commit waits for the lock
         // Within the bound, a submitter goes on at once.
         clock.advance(by: .milliseconds(150))
@@ -252,7 +249,7 @@ struct MarkWriterTests {
         }
         #expect(try await eventually { await writer.waitingSubmitters == 1 })
         #expect(!submitted.isSet)
-        try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        try await lock.release()
         await second.value
         #expect(submitted.isSet)
         await writer.drain()

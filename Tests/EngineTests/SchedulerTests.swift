@@ -170,10 +170,7 @@ struct SchedulerTests {
             logger: logger,
             clock: clock
         )
-        var unsafe = Configuration()
-        unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
-        let lock = try DatabaseQueue(path: f.location, configuration: unsafe)
-        try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let lock = try await SQLiteWriteLock.take(path: f.location)
         let running = Task { await scheduler.run() }
         defer { running.cancel() }
         // Each failed pass pauses; the test lets each pause end in turn. Without a pause the loop failed thousands
@@ -202,7 +199,7 @@ struct SchedulerTests {
         #expect(failing.failingSince != nil)
         #expect(failing.lastError?.isEmpty == false)
         #expect(scheduler.statistics.assigned == 0)
-        try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        try await lock.release()
         // The pause ends; the next pass commits.
         clock.advance(by: clock.untilNextWake ?? .zero)
         #expect(

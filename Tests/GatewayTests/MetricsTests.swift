@@ -133,18 +133,14 @@ struct MetricsTests {
                 return ((view["scheduler"] as? [String: Any])?["statistics"] as? [String: Any])?["remindersFired"]
                     as? Int
             }
-            var unsafe = Configuration()
-            unsafe.allowsUnsafeTransactions = true
-            let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
-            var locked = false
-            for delay: Double in [5, 15, 45] where !locked {
+            var lock: SQLiteWriteLock?
+            for delay: Double in [5, 15, 45] where lock == nil {
                 let already = try await fired()
                 #expect(try await broker.remind("acme-3", in: delay).status == 201)
-                try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-                locked = try await fired() == already
-                if !locked { try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") } }
+                let taken = try await SQLiteWriteLock.take(path: broker.directory + "/broker.sqlite")
+                if try await fired() == already { lock = taken } else { try await taken.release() }
             }
-            try #require(locked, "every reminder fired before the lock was taken")
+            let held = try #require(lock, "every reminder fired before the lock was taken")
             var view: [String: Any] = [:]
             let failing = try await eventually(seconds: 20) {
                 view = try await broker.admin("/inspect", token: "t0ken").json
@@ -160,7 +156,7 @@ struct MetricsTests {
                 "\(metrics)"
             )
             #expect(metrics.contains("broker_scheduler_failures_total"))
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try await held.release()
             let recovered = try await eventually(seconds: 40) {
                 view = try await broker.admin("/inspect", token: "t0ken").json
                 return (view["scheduler"] as? [String: Any]).map { $0["failing"] == nil } ?? false

@@ -26,7 +26,7 @@ struct ReadinessTests {
             #expect(try await broker.admin("/health").status == 503)
             #expect(try await broker.send(.GET, "/health/live").status == 200)
             #expect(try await broker.admin("/health/live").status == 200)
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try await lock.release()
             #expect(try await eventually(seconds: 10) { try await broker.send(.GET, "/health").status == 200 })
         }
     }

@@ -16,10 +16,7 @@ struct StoreFailureTests {
         // A deadline the first, uncached login meets even while the rest of the suite loads the machine.
         try await TestBroker.run(requestDeadline: .seconds(3), busyTimeout: .seconds(60)) { broker in
             try await warmUp(broker, "/v1/me")  // the login is cached now
-            var unsafe = Configuration()
-            unsafe.allowsUnsafeTransactions = true  // the transaction stays open between the two accesses
-            let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            let lock = try await SQLiteWriteLock.take(path: broker.directory + "/broker.sqlite")
             let started = ContinuousClock.now
             let stalled = try await broker.send(
                 .PUT,
@@ -35,7 +32,7 @@ struct StoreFailureTests {
             #expect(started.duration(to: .now) < .seconds(10))  // the deadline, not the 60 s busy wait
             // Reads do not need the write lock: they still answer.
             #expect(try await broker.send(.GET, "/v1/me").status == 200)
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try await lock.release()
             let retried = try await broker.send(
                 .PUT,
                 "/v1/me/preferences",
@@ -83,11 +80,8 @@ struct AdmissionTests {
     }
 
     /// Holds SQLite's write lock, so writes through the broker wait (up to its 60 s busy timeout).
-    static func lock(_ broker: TestBroker) async throws -> DatabaseQueue {
-        var unsafe = Configuration()
-        unsafe.allowsUnsafeTransactions = true
-        let lock = try DatabaseQueue(path: broker.directory + "/broker.sqlite", configuration: unsafe)
-        try await lock.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+    static func lock(_ broker: TestBroker) async throws -> SQLiteWriteLock {
+        let lock = try await SQLiteWriteLock.take(path: broker.directory + "/broker.sqlite")
         return lock
     }
 
@@ -142,7 +136,7 @@ struct AdmissionTests {
             #expect(try await broker.send(.GET, "/health/live", user: nil).status == 200)
             // (Its answer is reused for a second: the one the broker's start read may still stand.)
             #expect(try await eventually { try await broker.send(.GET, "/health", user: nil).status == 503 })
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try await lock.release()
             for task in [alice, bob, third] { #expect(try await task.value.status == 200) }
             #expect(try await broker.send(.GET, "/v1/me").status == 200)
         }
@@ -160,7 +154,7 @@ struct AdmissionTests {
             #expect(try await bob.status == 503)
             // Both writes still wait for the store: acme's share stays taken.
             #expect(try await broker.send(.GET, "/v1/me").status == 429)
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try await lock.release()
             var last = 0
             let freed = try await eventually(seconds: 20) {
                 last = try await broker.send(.GET, "/v1/me").status
@@ -233,7 +227,7 @@ struct StreamGovernorTests {
             let alice = Task { try await AdmissionTests.preferences(broker, "/v1/me/preferences", user: "alice") }
             let bob = Task { try await AdmissionTests.preferences(broker, "/v1/me/preferences", user: "bob") }
             #expect(try await eventually(seconds: 10) { limits.withLock { $0.last } == 4 }, "\(limits.withLock { $0 })")
-            try await lock.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try await lock.release()
             #expect(try await alice.value.status == 200)
             #expect(try await bob.value.status == 200)
             // Not before two seconds after the last time the tenant was at its share ...
