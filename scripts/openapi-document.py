@@ -86,7 +86,12 @@ S["Tenant"] = {"type": "object", "additionalProperties": False,
     "suspended": {"type": "boolean"}, "adminsManageAPNsCredentials": {"type": "boolean"},
     "firstDelivery": FIRST_DELIVERY,
     "learnedTiming": {"type": "object", "additionalProperties": False, "required": ["enabled", "windowMinutes", "holdoutShare"],
-      "properties": LEARNED_TIMING},
+      "properties": {**LEARNED_TIMING,
+        "fallback": {"type": "object", "additionalProperties": False, "required": ["since", "weeks", "reason"],
+          "description": "present while the safety valve keeps every user on their stated time: the holdout showed learned times read within the hour significantly less often, two weeks in a row; learnedTiming.resume turns learning back on",
+          "properties": {"since": {"type": "string", "format": "date"}, "weeks": {"type": "array", "items": {"type": "string", "format": "date"}},
+            "reason": {"type": "string"}}},
+        "watchFrom": {"type": "string", "format": "date", "description": "the first week the safety valve judges again after learning was turned back on"}}},
     "createdAt": {"type": "string", "format": "date-time"}}}
 settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "string"}, "defaultTimeZone": {"type": "string"},
     "deliveryTime": ref("LocalTime"), "maxPushesPerDay": {"type": "integer", "minimum": 1, "maximum": 24},
@@ -97,7 +102,8 @@ settings_props = {"name": {"type": "string"}, "defaultLanguage": {"type": "strin
     "suspended": {"type": "boolean", "description": "suspended: no dispatch; its users and admins are refused (403)"},
     "adminsManageAPNsCredentials": {"type": "boolean", "description": "whether the tenant's admins may manage its APNs credentials (operators always may)"},
     "firstDelivery": FIRST_DELIVERY,
-    "learnedTiming": {"type": "object", "additionalProperties": False, "properties": LEARNED_TIMING,
+    "learnedTiming": {"type": "object", "additionalProperties": False, "properties": {**LEARNED_TIMING,
+        "resume": {"type": "boolean", "description": "true: turns learning back on after the safety valve turned it off (judged again from the next Monday)"}},
       "description": "learned delivery times: the members given replace the tenant's"}}
 S["TenantSettings"] = {"type": "object", "description": "Every member optional: those given replace the tenant's.", "properties": settings_props}
 S["NewTenant"] = {"type": "object", "required": ["id"],
@@ -125,7 +131,7 @@ S["LearnedTime"] = {"type": "object", "additionalProperties": False,
   "properties": {"tenantLearns": {"type": "boolean"}, "optedIn": {"type": "boolean", "description": "a delivery time the user set themselves may be learned"},
     "ownTime": {"type": "boolean", "description": "the user set their delivery time themselves"},
     "nextDate": {"type": "string", "format": "date"}, "nextTime": ref("LocalTime"),
-    "reason": {"type": "string", "enum": ["off", "holdout", "own-time", "learning", "learned"]},
+    "reason": {"type": "string", "enum": ["off", "holdout", "own-time", "learning", "no-reads", "learned"]},
     "deliveries": {"type": "integer", "minimum": 0}, "reads": {"type": "integer", "minimum": 0},
     "summary": {"type": "string", "description": "one line, e.g. \"07:30, from 23 reads of 30 deliveries\""}}}
 S["LearnedTimeOptIn"] = {"type": "object", "required": ["optedIn"], "properties": {"optedIn": {"type": "boolean"}}}
@@ -448,11 +454,19 @@ S["DispatchCounts"] = {"type": "object", "additionalProperties": False,
     "skippedWeekday": {**count, "description": "the day is not among the user's weekdays"},
     "skippedStale": {**count, "description": "the day's time passed longer ago than the staleness limit (the broker was down)"},
     "deferredQuietHours": {**count, "description": "the delivery time fell inside the quiet hours and moved to their end"}}}
-INTERVAL = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2, "description": "95% interval: low, high"}
-S["TimingArm"] = {"type": "object", "additionalProperties": False, "required": ["deliveries", "read"],
-  "properties": {"deliveries": {"type": "integer", "minimum": 0}, "read": {"type": "integer", "minimum": 0},
-    "readRate": {"type": "number"}, "readRateInterval": INTERVAL, "medianSecondsToRead": {"type": "integer"},
-    "medianInterval": INTERVAL}}
+S["TimingArm"] = {"type": "object", "additionalProperties": False, "required": ["users", "deliveries", "readWithinHour", "read"],
+  "description": "one arm's people whose time may be learned, and their deliveries folded a day after their push",
+  "properties": {"users": {"type": "integer", "minimum": 0}, "deliveries": {"type": "integer", "minimum": 0},
+    "readWithinHour": {"type": "integer", "minimum": 0, "description": "read within the hour of the push: the goal's measure"},
+    "withinHourRate": {"type": "number"}, "read": {"type": "integer", "minimum": 0}, "readRate": {"type": "number"},
+    "medianSecondsToRead": {"type": "integer"}}}
+S["TimingDifference"] = {"type": "object", "additionalProperties": False, "required": ["estimate", "low", "high", "significant"],
+  "description": "learned minus holdout, with a 95% interval that counts users (cluster-robust: a user's deliveries are one cluster)",
+  "properties": {"estimate": {"type": "number"}, "low": {"type": "number"}, "high": {"type": "number"},
+    "significant": {"type": "boolean", "description": "the interval leaves 0 out"}}}
+S["TimingWeek"] = {"type": "object", "additionalProperties": False, "required": ["weekStart", "learned", "holdout"],
+  "properties": {"weekStart": {"type": "string", "format": "date"}, "learned": ref("TimingArm"), "holdout": ref("TimingArm"),
+    "withinHourDifference": ref("TimingDifference"), "readDifference": ref("TimingDifference")}}
 S["EngagementReport"] = {"type": "object", "additionalProperties": False,
   "required": ["tenant", "from", "to", "total", "days", "impulses", "lifeAreas", "learnedTiming"],
   "properties": {"tenant": {"type": "string"}, "from": {"type": "string", "format": "date"}, "to": {"type": "string", "format": "date"},
@@ -467,10 +481,9 @@ S["EngagementReport"] = {"type": "object", "additionalProperties": False,
     "lifeAreas": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["counts"],
       "properties": {"lifeArea": {"type": "string", "enum": LIFE_AREAS, "description": "absent for impulses no longer in the catalog"},
         "counts": ref("EngagementCounts")}}},
-    "learnedTiming": {"type": "array", "description": "learned delivery times against the holdout, per week (Monday first; empty unless the tenant learned times): deliveries folded a day after their push, with 95% intervals (Wilson for a rate, Newcombe for the difference, order statistics for the median)",
-      "items": {"type": "object", "additionalProperties": False, "required": ["weekStart", "learned", "holdout"],
-        "properties": {"weekStart": {"type": "string", "format": "date"}, "learned": ref("TimingArm"), "holdout": ref("TimingArm"),
-          "readRateDifference": {"type": "number"}, "readRateDifferenceInterval": INTERVAL}}}}}
+    "learnedTiming": {"type": "array", "description": "learned delivery times against the holdout, per week (Monday first; empty unless the tenant learned times)",
+      "items": ref("TimingWeek")},
+    "learnedTimingOverall": {**ref("TimingWeek"), "description": "the same over every week the range touches"}}}
 report_params = [ten, q("from", {"type": "string", "format": "date"}, "the first day (yyyy-MM-dd); 29 days before to without it"),
                  q("to", {"type": "string", "format": "date"}, "the last day (yyyy-MM-dd); the tenant's today without it; at most 366 days in all")]
 paths["/t/{tenant}/admin/v1/reports/engagement"] = {

@@ -4,57 +4,106 @@ import GRDB
 import Logging
 import Simulation
 
-/// Learned delivery times proved through the real scheduler and ledger (issue 36, item 4): ``TimingSimulation``'s
-/// readers over 60 simulated days on a SQLite store, once per seed. The result: each seed's rates (learned, fixed
-/// times, the oracle) over days 1-7 and 22-60, the targets' ratios, and the pushes that must be none.
+/// Learned delivery times judged in reader worlds (issue 45): each family's world for each seed, 60 simulated days,
+/// through the real scheduler and ledger on a SQLite store (or, with `modelAlone`, the model asked directly, for
+/// trying constants quickly). The result per run: the rates (learned, fixed times, the oracle) over days 1-7 and 22-60,
+/// per group, after a habit moved, the never-readers' days near their stated time, and the guardrails' violations.
 enum LearnedTimingScenario {
-    static func run(readers: Int, days: Int, seeds: [UInt64], work: String) async throws -> [[String: Any]] {
+    static func run(
+        families: [String],
+        readers: Int,
+        days: Int,
+        seeds: [UInt64],
+        model: LearnedTiming,
+        modelAlone: Bool,
+        work: String
+    ) async throws -> [[String: Any]] {
         var logger = Logger(label: "learned-timing")
         logger.logLevel = .error
         var runs: [[String: Any]] = []
-        for seed in seeds {
-            let folder = work + "/seed-\(seed)"
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            let path = folder + "/broker.sqlite"
-            let store = try await SQLiteStore(configuration: .init(path: path), logger: logger)
-            // The deliveries a tick recorded, read beside the store (its file is in WAL mode).
-            let reader = try DatabasePool(path: path)
-            let started = ContinuousClock.now
-            let outcome = try await TimingSimulation(readers: readers, days: days, seed: seed).run(
-                store: store,
-                recorded: { at in
-                    try await reader.read { db in
-                        try Row.fetchAll(
-                            db,
-                            sql: """
-                                SELECT id, user_id, local_date FROM deliveries
-                                WHERE tenant_id = 'sim' AND kind = 'scheduled' AND assigned_at = ?
-                                """,
-                            arguments: [at.timeIntervalSince1970]
-                        ).map { (id: $0[0], user: $0[1], date: $0[2]) }
-                    }
-                },
-                logger: logger
-            )
-            let elapsed = started.duration(to: .now)
-            await store.close()
-            // JSON has no NaN: a range without deliveries (a run shorter than 22 days) gives zeros.
-            func rates(_ rates: TimingSimulation.Rates) -> [String: Double] {
-                func finite(_ value: Double) -> Double { value.isFinite ? value : 0 }
-                return [
-                    "learned": finite(rates.learned), "fixed": finite(rates.fixed), "oracle": finite(rates.oracle),
-                    "learnedAgainstOracle": finite(rates.learned / rates.oracle),
-                    "learnedAgainstFixed": finite(rates.learned / rates.fixed),
-                ]
+        for family in families {
+            for seed in seeds {
+                let world: any ReaderWorld =
+                    family == "original"
+                    ? try OriginalReaderWorld(count: readers, seed: seed)
+                    : try ReaderWorlds.make(family: family, seed: seed, readers: readers)
+                let started = ContinuousClock.now
+                let score: WorldScore
+                if modelAlone {
+                    score = try ModelAloneSimulation(model: model, days: days).run(world)
+                } else {
+                    score = try await throughScheduler(world, model: model, days: days, work: work, logger: logger)
+                }
+                let elapsed = started.duration(to: .now)
+                FileHandle.standardError.write(Data("\(score)\n".utf8))
+                runs.append(summary(score, readers: readers, days: days, elapsed: elapsed, modelAlone: modelAlone))
             }
-            runs.append([
-                "seed": Int(seed), "readers": readers, "days": days, "days1to7": rates(outcome.early),
-                "days22on": rates(outcome.late), "deliveries": outcome.deliveries,
-                "pushesInQuietHours": outcome.quietPushes, "pushesOnExcludedDays": outcome.excludedDayPushes,
-                "missedDays": outcome.missedDays,
-                "seconds": Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-            ])
         }
         return runs
+    }
+
+    static func throughScheduler(
+        _ world: any ReaderWorld,
+        model: LearnedTiming,
+        days: Int,
+        work: String,
+        logger: Logger
+    ) async throws -> WorldScore {
+        let folder = work + "/\(world.family)-\(world.seed)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let path = folder + "/broker.sqlite"
+        let store = try await SQLiteStore(configuration: .init(path: path), logger: logger)
+        // The deliveries a tick recorded, read beside the store (its file is in WAL mode).
+        let reader = try DatabasePool(path: path)
+        let score = try await TimingSimulation(world: world, model: model, days: days).run(
+            store: store,
+            recorded: { at in
+                try await reader.read { db in
+                    try Row.fetchAll(
+                        db,
+                        sql: """
+                            SELECT id, user_id, local_date FROM deliveries
+                            WHERE tenant_id = 'sim' AND kind = 'scheduled' AND assigned_at = ?
+                            """,
+                        arguments: [at.timeIntervalSince1970]
+                    ).map { (id: $0[0], user: $0[1], date: $0[2]) }
+                }
+            },
+            logger: logger
+        )
+        await store.close()
+        return score
+    }
+
+    static func summary(
+        _ score: WorldScore,
+        readers: Int,
+        days: Int,
+        elapsed: Duration,
+        modelAlone: Bool
+    ) -> [String: Any] {
+        // JSON has no NaN.
+        func finite(_ value: Double) -> Double { value.isFinite ? value : 0 }
+        func rates(_ tally: WorldScore.Tally) -> [String: Any] {
+            [
+                "learned": finite(tally.rate(tally.learned)), "fixed": finite(tally.rate(tally.fixed)),
+                "oracle": finite(tally.rate(tally.oracle)), "pushes": tally.pushes,
+                "learnedAgainstOracle": finite(tally.learnedAgainstOracle),
+                "learnedAgainstFixed": finite(tally.learnedAgainstFixed),
+                "oracleAgainstFixed": finite(tally.oracleAgainstFixed),
+            ]
+        }
+        var run: [String: Any] = [
+            "family": score.family, "seed": Int(score.seed), "readers": readers, "days": days,
+            "path": modelAlone ? "model alone" : "scheduler and ledger",
+            "days1to7": rates(score.early), "days22on": rates(score.late),
+            "groups": score.groups.mapValues(rates), "deliveries": score.deliveries,
+            "neverReadersNearStated": finite(score.neverReadersNearStated),
+            "pushesInQuietHours": score.quietPushes, "pushesOutsideWindow": score.outsideWindow,
+            "pushesOnExcludedDays": score.excludedDayPushes, "missedDays": score.missedDays,
+            "seconds": Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+        ]
+        if score.afterMove.pushes > 0 { run["afterMove"] = rates(score.afterMove) }
+        return run
     }
 }

@@ -230,15 +230,25 @@ enum Summary {
             )
         }
         for run in results["learnedTiming"] as? [[String: Any]] ?? [] {
-            let early = run["days1to7"] as? [String: Double] ?? [:]
-            let late = run["days22on"] as? [String: Double] ?? [:]
+            let early = run["days1to7"] as? [String: Any] ?? [:]
+            let late = run["days22on"] as? [String: Any] ?? [:]
+            let moved = (run["afterMove"] as? [String: Any]).map {
+                ", 14 days after a move \(number($0["learnedAgainstOracle"], 3)) of the oracle (>= 0.90)"
+            }
+            let groups = (run["groups"] as? [String: [String: Any]] ?? [:]).sorted { $0.key < $1.key }.map {
+                "\($0.key) \(number($0.value["learnedAgainstOracle"], 3))"
+            }
             lines.append(
-                "  learned timing, seed \(number(run["seed"])), \(number(run["readers"])) readers: days 22-60 "
-                    + "\(number(late["learnedAgainstOracle"], 3)) of the oracle (target >= 0.90), "
-                    + "\(number(late["learnedAgainstFixed"], 3)) times fixed (>= 1.15); days 1-7 "
-                    + "\(number(early["learnedAgainstFixed"], 3)) times fixed (>= 0.98); pushes in quiet hours "
-                    + "\(number(run["pushesInQuietHours"])), on excluded days \(number(run["pushesOnExcludedDays"])), "
-                    + "missed days \(number(run["missedDays"])); \(number(run["seconds"], 1)) s"
+                "  learned timing, \(run["family"] ?? "?") seed \(number(run["seed"])), \(number(run["readers"])) "
+                    + "readers (\(run["path"] ?? "?")): days 22-60 \(number(late["learnedAgainstOracle"], 3)) of the oracle "
+                    + "(>= 0.85), \(number(late["learnedAgainstFixed"], 3)) times fixed (>= 1.00; oracle "
+                    + "\(number(late["oracleAgainstFixed"], 3)) times fixed); days 1-7 \(number(early["learnedAgainstFixed"], 3)) "
+                    + "times fixed (>= 0.98)\(moved ?? ""); never-readers near their time "
+                    + "\(number(run["neverReadersNearStated"], 3)) (>= 0.95); of the oracle by group: "
+                    + groups.joined(separator: ", ") + "; pushes in quiet hours \(number(run["pushesInQuietHours"])), "
+                    + "outside the window \(number(run["pushesOutsideWindow"])), on excluded days "
+                    + "\(number(run["pushesOnExcludedDays"])), missed days \(number(run["missedDays"])); "
+                    + "\(number(run["seconds"], 1)) s"
             )
         }
         if let against = results["androidBurstAgainstBurst"] {

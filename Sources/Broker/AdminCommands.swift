@@ -138,7 +138,7 @@ struct TenantCommand: AsyncParsableCommand {
         @Option(help: "next-delivery-time or immediate (see tenant create).") var firstDelivery: String?
         @Option(
             help:
-                "on or off: learned delivery times (each user's impulse moves toward when they read, within the window)."
+                "on or off: learned delivery times (each user's impulse moves toward when they read, within the window); resume: on again after the safety valve turned them off."
         )
         var learnedTiming: String?
         @Option(help: "Minutes either way a learned time may move from the stated one (30-360; 180 by default).")
@@ -150,15 +150,20 @@ struct TenantCommand: AsyncParsableCommand {
             guard !(suspend && resume) else { throw ValidationError("give --suspend or --resume, not both") }
             let learning = try learnedTiming.map { text in
                 switch text {
-                case "on": true
+                case "on", "resume": true
                 case "off": false
-                default: throw ValidationError("--learned-timing is on or off")
+                default: throw ValidationError("--learned-timing is on, off or resume")
                 }
             }
             let timing =
                 learning == nil && learnedWindow == nil && learnedHoldout == nil
                 ? nil
-                : LearnedTimingChanges(enabled: learning, windowMinutes: learnedWindow, holdoutShare: learnedHoldout)
+                : LearnedTimingChanges(
+                    enabled: learning,
+                    windowMinutes: learnedWindow,
+                    holdoutShare: learnedHoldout,
+                    resume: learnedTiming == "resume" ? true : nil
+                )
             let settings = TenantSettings(
                 name: name,
                 defaultLanguage: language,
@@ -182,6 +187,8 @@ struct TenantCommand: AsyncParsableCommand {
                     "tenant \(tenant.id): push expiry \(tenant.pushExpiry.rawValue)\(tenant.suspended ? ", suspended" : "")"
                         + ", learned times \(learned.enabled ? "on" : "off") (window \(learned.windowMinutes) min, "
                         + "holdout \(learned.holdoutShare.formatted(.percent)))"
+                        + (learned.fallback.map { "; fallen back to stated times since \($0.since): \($0.reason)" }
+                            ?? "")
                 )
             }
         }

@@ -104,3 +104,44 @@ public struct SimulatedReaders: Sendable {
         .max { reader.chance(at: $0, kind) < reader.chance(at: $1, kind) } ?? stated
     }
 }
+
+/// ``SimulatedReaders`` as a ``ReaderWorld`` (family "original"): the world the first model was tuned in, in UTC
+/// from Monday 2026-01-05, quiet hours 21:00-07:00, no Sundays; everyone opted in.
+public struct OriginalReaderWorld: ReaderWorld {
+    public let family = "original"
+    public let seed: UInt64
+    public let start = TimingSimulation.start
+    public let tenantQuietHours: QuietHours
+    public let tenantWeekdays: Weekdays
+    public let readers: [WorldReader]
+    let world: SimulatedReaders
+
+    public init(count: Int, seed: UInt64) throws {
+        world = try SimulatedReaders(count: count, seed: seed)
+        self.seed = seed
+        tenantQuietHours = world.quietHours
+        tenantWeekdays = try Weekdays([1, 2, 3, 4, 5, 6])
+        readers = world.readers.map {
+            WorldReader(timeZone: "UTC", stated: $0.stated, group: $0.peak == nil ? "no-habit" : "habit")
+        }
+    }
+
+    func moment(_ at: Date) -> (day: Int, minute: Int, kind: DayKind) {
+        let seconds = Int(at.timeIntervalSince(start))
+        let day = seconds / 86_400
+        let date = LocalDate(dayNumber: Int(start.timeIntervalSince1970) / 86_400 + day)
+        return (day, (seconds % 86_400) / 60, DayKind(isoWeekday: date.isoWeekday))
+    }
+
+    public func readTime(reader: Int, pushedAt: Date) -> Date? {
+        let (day, minute, kind) = moment(pushedAt)
+        let one = world.readers[reader]
+        guard let read = world.readAt(one, pushedAt: minute, kind, world.day(one, day)) else { return nil }
+        return start.addingTimeInterval(Double(day * 86_400 + read.minuteOfDay * 60 + 30))
+    }
+
+    public func chanceWithinHour(reader: Int, pushedAt: Date) -> Double {
+        let (_, minute, kind) = moment(pushedAt)
+        return world.readers[reader].chance(at: minute, kind)
+    }
+}

@@ -115,15 +115,15 @@ struct LearnedSchedulingTests {
 
     @Test("Quiet hours and the programme's weekdays win over what is learned")
     func guardrailsWin() throws {
-        // Stated 19:00, the user reads at 21:45, inside the quiet hours from 21:00; the programme runs Monday to
-        // Friday.
+        // Stated 19:00, the user reads at 21:15, inside the quiet hours from 21:00 (a push at 20:30 would have been
+        // read within its hour); the programme runs Monday to Friday.
         let learning = try tenant(
             learning: true,
             weekdays: [1, 2, 3, 4, 5],
             quiet: "21:00-07:00",
             deliveryTime: "19:00"
         )
-        let evidence = try readsLate(pushed: "19:00", read: "21:45")
+        let evidence = try readsLate(pushed: "19:00", read: "21:15")
         var times: [Date] = []
         var last = try day("2026-11-27")  // a Friday
         var previous = "20:00"

@@ -98,10 +98,12 @@ struct LearnedTimingStoreTests {
         #expect(timing.planned?.date.description == "2026-03-15")
         #expect(timing.planned?.reason == .learned(reads: 13, deliveries: 13))
         #expect(timing.planned?.time.description == "10:00")
-        // The tenant's population holds the reads (user b's deliveries are never read: they add misses only).
+        // The tenant's population holds the reads seen where pushed (within the hour before 11:10), not those
+        // inferred (user b's deliveries are never read: they add misses only).
         let population = try await f.store.timingBatch(tenant: f.acme, users: [f.a.id], since: LocalDate(dayNumber: 0))
             .population
-        #expect(population.reads.joined().reduce(0, +) == 13)
+        let withinHour = minutes.prefix(13).filter { (10 * 60 + 10...11 * 60 + 10).contains($0) }.count
+        #expect(withinHour > 0 && population.reads.joined().reduce(0, +) == Double(withinHour), "\(minutes)")
 
         // The holdout comparison counts each folded day once: no holdout, so all of them are the learned arm's.
         let records = try await f.store.engagement(
@@ -178,5 +180,47 @@ struct LearnedTimingStoreTests {
         let readsAfter = try await f.store.timingBatch(tenant: f.acme, users: [f.a.id], since: LocalDate(dayNumber: 0))
             .population.reads[0][20]
         #expect(readsAfter == readsBefore + 1)
+    }
+
+    @Test(
+        "The comparison's users' weeks: eligible outcomes only, once per landed fold, read back by the report, gone with the user",
+        arguments: StoreKind.allCases
+    )
+    func userWeeks(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        _ = try await run(f, days: 1)
+        let timing = try #require(try await f.store.userTiming(tenant: f.acme, user: f.a.id))
+        let entry = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        let monday = try LocalDate(parsing: "2026-11-23")
+        let outcomes = [
+            TimingOutcomeCount(day: monday, holdout: true, bucket: 2),  // read in 5-15 minutes
+            TimingOutcomeCount(day: monday.adding(days: 1), holdout: true, bucket: 6),  // read hours later
+            TimingOutcomeCount(day: monday.adding(days: 2), holdout: true, bucket: nil),  // not read
+            TimingOutcomeCount(day: monday.adding(days: 3), holdout: true, bucket: 1, eligible: false),
+        ]
+        var update = ScheduleUpdate.move(entry, to: nil)
+        update.timing = TimingWrite(timing: timing, added: ReadEvidence(), outcomes: outcomes)
+        _ = try await f.store.commitSchedules([update])
+        // The same write again is a stale compare-and-set: nothing counted twice.
+        _ = try await f.store.commitSchedules([update])
+        let records = try await f.store.engagement(
+            tenant: f.acme,
+            from: monday.adding(days: 2),
+            through: monday.adding(days: 6)
+        )
+        #expect(
+            records.timingUsers == [
+                TimingUserWeek(user: f.a.id, week: monday, holdout: true, deliveries: 3, withinHour: 1, read: 2)
+            ]
+        )
+        // The day counts leave the ineligible one out as well.
+        let days = try await f.store.engagement(tenant: f.acme, from: monday, through: monday.adding(days: 6)).timing
+        #expect(days.values.reduce(0) { $0 + $1.holdout.deliveries } == 3)
+        _ = try await f.store.deleteUser(
+            tenant: f.acme,
+            user: f.a.id,
+            audit: AuditEntry(.commandLine, "user.delete", tenant: f.acme, target: "user:a")
+        )
+        #expect(try await f.store.engagement(tenant: f.acme, from: monday, through: monday).timingUsers.isEmpty)
     }
 }

@@ -5,36 +5,41 @@ import Testing
 
 @testable import Engine
 
-/// Learned delivery times through the real scheduler and ledger on simulated time (issue 36, item 4): simulated
-/// readers over 60 days on SQLite, the scheduler ticked every half hour, pushes and reads recorded in the ledger,
-/// the outcomes folded in by the scheduler. BENCHMARKS.md records larger runs (`broker-bench --scenarios
-/// learned-timing`).
+/// Learned delivery times through the real scheduler and ledger on simulated time (issues 36 and 45): reader worlds
+/// the model was not tuned on (held-out seeds) over 60 days on SQLite, the scheduler ticked every half hour, pushes
+/// and reads recorded in the ledger as they happen, the outcomes folded in by the scheduler. BENCHMARKS.md records
+/// every family at 600 readers (`broker-bench --scenarios learned-timing`).
 @Suite("Learned delivery times, simulated through the scheduler and ledger", .timeLimit(.minutes(10)))
 struct TimingSimulationTests {
     @Test(
-        "Days 22-60 at least 90% of the oracle and 15% above fixed times, days 1-7 at least 98% of fixed; none in quiet hours or on Sundays, none missed"
+        "Held-out worlds: learned above fixed times on days 22-60, days 1-7 at least 98% of fixed; nothing in quiet hours, outside the window or on excluded days, no day missed",
+        arguments: ["session", "zones"]
     )
-    func throughTheScheduler() async throws {
+    func throughTheScheduler(_ family: String) async throws {
         let f = try await StoreFixture.make(.sqlite)
-        let readers = Int(ProcessInfo.processInfo.environment["TIMING_READERS"] ?? "") ?? 400
-        let seed = UInt64(ProcessInfo.processInfo.environment["TIMING_SEED"] ?? "") ?? 36
-        let simulation = TimingSimulation(readers: readers, days: 60, seed: seed)
-        let outcome = try await simulation.run(
+        let readers = Int(ProcessInfo.processInfo.environment["TIMING_READERS"] ?? "") ?? 300
+        let seed = UInt64(ProcessInfo.processInfo.environment["TIMING_SEED"] ?? "") ?? 103
+        let world = try ReaderWorlds.make(family: family, seed: seed, readers: readers)
+        let score = try await TimingSimulation(world: world).run(
             store: f.store,
             recorded: { at in
-                try await f.texts(
+                let rows = try await f.texts(
                     """
                     SELECT CAST(id AS TEXT), CAST(user_id AS TEXT), local_date FROM deliveries
                     WHERE tenant_id = 'sim' AND kind = 'scheduled' AND assigned_at = \(at.timeIntervalSince1970)
                     """
-                ).map { (Int64($0[0] ?? "") ?? 0, Int64($0[1] ?? "") ?? 0, $0[2] ?? "") }
+                )
+                return rows.map { row -> (id: Int64, user: Int64, date: String) in
+                    (Int64(row[0] ?? "") ?? 0, Int64(row[1] ?? "") ?? 0, row[2] ?? "")
+                }
             },
             logger: StoreFixture.logger
         )
-        print("learned timing through the scheduler, \(readers) readers, seed \(seed): \(outcome)")
-        #expect(outcome.late.learned >= 0.9 * outcome.late.oracle, "\(outcome)")
-        #expect(outcome.late.learned >= 1.15 * outcome.late.fixed, "\(outcome)")
-        #expect(outcome.early.learned >= 0.98 * outcome.early.fixed, "\(outcome)")
-        #expect(outcome.quietPushes == 0 && outcome.excludedDayPushes == 0 && outcome.missedDays == 0, "\(outcome)")
+        print("learned timing through the scheduler, \(readers) readers:\n\(score)")
+        #expect(score.late.learnedAgainstFixed >= 1.0, "\(score)")
+        #expect(score.late.learnedAgainstOracle >= 0.75, "\(score)")
+        #expect(score.early.learnedAgainstFixed >= 0.98, "\(score)")
+        #expect(score.neverReadersNearStated >= 0.95, "\(score)")
+        #expect(score.guardrailViolations == 0, "\(score)")
     }
 }

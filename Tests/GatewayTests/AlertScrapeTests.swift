@@ -239,6 +239,15 @@ struct AlertScrapeTests {
                     "/v1/devices/\(String(repeating: "ef", count: 32))",
                     body: #"{"name": "phone", "environment": "production"}"#
                 )
+                // acme learns delivery times (and has not fallen back): its valve's gauge is exported at 0.
+                let learning = try await first.send(
+                    .PATCH,
+                    "/admin/v1/tenants/acme",
+                    user: nil,
+                    headers: AdminAPITests.bearer + [("Content-Type", "application/json")],
+                    body: #"{"learnedTiming": {"enabled": true}}"#
+                )
+                #expect(learning.status == 200, "\(learning.text)")
                 let timeline = Timeline()
                 for _ in 0..<70 {
                     timeline.scrape(["node-1": try await Self.scrape(first), "node-2": try await Self.scrape(second)])
@@ -251,6 +260,7 @@ struct AlertScrapeTests {
                     "BrokerFCMUnreachable", "BrokerFCMRefusing", "BrokerTenantPushPaused", "BrokerSchedulerFailing",
                     "BrokerPushQueueGrowing", "BrokerRESTErrors", "BrokerNotReady", "BrokerDiskLow",
                     "BrokerWebhookBacklog", "BrokerVersionsDiffer", "BrokerTLSCertificateExpiring",
+                    "BrokerLearnedTimingFellBack",
                 ].map { Expectation(alert: $0, minute: 69, firing: []) }
                 let (ok, output) = try Self.promtool(
                     timeline,

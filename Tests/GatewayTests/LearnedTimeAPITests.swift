@@ -141,7 +141,8 @@ struct LearnedTimeAPITests {
             )
             #expect((empty.json["learnedTiming"] as? [Any])?.isEmpty == true, "\(empty.text)")
             guard database == .sqlite else { return }
-            // Counts as the scheduler's folds leave them (its store test checks those): a week of each arm.
+            // Counts as the scheduler's folds leave them (its store test checks those): a week of each arm, per day
+            // for the medians and per user for the rates: two users a side, seven deliveries each.
             let file = try DatabaseQueue(path: broker.directory + "/broker.sqlite")
             try await file.write { db in
                 for (day, arm, bucket, deliveries) in [
@@ -151,6 +152,17 @@ struct LearnedTimeAPITests {
                     try db.execute(
                         sql: "INSERT INTO timing_outcomes VALUES ('acme', ?, ?, ?, ?)",
                         arguments: [day, arm, bucket, deliveries]
+                    )
+                }
+                let users = try Int64.fetchAll(
+                    db,
+                    sql: "SELECT id FROM users WHERE tenant_id = 'acme' ORDER BY id LIMIT 4"
+                )
+                try #require(users.count == 4)
+                for (user, (arm, withinHour, read)) in zip(users, [(0, 6, 7), (0, 5, 6), (1, 2, 4), (1, 3, 5)]) {
+                    try db.execute(
+                        sql: "INSERT INTO timing_user_weeks VALUES ('acme', ?, '2026-11-09', ?, 7, ?, ?)",
+                        arguments: [user, arm, withinHour, read]
                     )
                 }
             }
@@ -164,10 +176,13 @@ struct LearnedTimeAPITests {
             #expect(weeks.count == 1 && weeks.first?["weekStart"] as? String == "2026-11-09", "\(report.text)")
             let week = try #require(weeks.first)
             let learnedArm = try #require(week["learned"] as? [String: Any])
-            #expect(learnedArm["deliveries"] as? Int == 100 && learnedArm["read"] as? Int == 60)
-            #expect(learnedArm["readRate"] as? Double == 0.6)
-            #expect((learnedArm["readRateInterval"] as? [Double])?.count == 2)
-            #expect(abs((week["readRateDifference"] as? Double ?? 0) - 0.35) < 1e-9, "\(week)")
+            #expect(learnedArm["users"] as? Int == 2 && learnedArm["deliveries"] as? Int == 14)
+            #expect(learnedArm["readWithinHour"] as? Int == 11 && learnedArm["read"] as? Int == 13)
+            #expect(learnedArm["medianSecondsToRead"] as? Int == 1350, "\(learnedArm)")
+            let difference = try #require(week["withinHourDifference"] as? [String: Any], "\(week)")
+            #expect(abs((difference["estimate"] as? Double ?? 0) - 6.0 / 14) < 1e-9, "\(difference)")
+            #expect(difference["significant"] is Bool && difference["low"] is Double && difference["high"] is Double)
+            #expect(report.json["learnedTimingOverall"] is [String: Any], "\(report.text)")
             let csv = try await broker.send(
                 .GET,
                 "/t/acme/admin/v1/reports/engagement/learned-timing.csv" + range,
@@ -175,12 +190,18 @@ struct LearnedTimeAPITests {
                 headers: AdminAPITests.bearer
             )
             let lines = csv.text.split(separator: "\r\n")
-            #expect(csv.status == 200 && lines.count == 2, "\(csv.text)")
-            #expect(lines.first?.hasPrefix("week_start,learned_deliveries,learned_read,learned_read_rate") == true)
-            #expect(lines.last?.hasPrefix("2026-11-09,100,60,0.6000,") == true, "\(csv.text)")
-            #expect(lines.last?.contains(",0.3500,") == true, "\(csv.text)")
+            #expect(csv.status == 200 && lines.count == 3, "\(csv.text)")
+            #expect(
+                lines.first?.hasPrefix(
+                    "week_start,learned_users,learned_deliveries,learned_read_within_hour,learned_within_hour_rate"
+                ) == true,
+                "\(csv.text)"
+            )
+            #expect(lines[1].hasPrefix("2026-11-09,2,14,11,0.7857,13,0.9286,1350,2,14,5,0.3571,"), "\(csv.text)")
+            #expect(lines[1].contains(",0.4286,"), "\(csv.text)")
+            #expect(lines[2].hasPrefix("all,2,14,11,"), "\(csv.text)")
 
-            // The console's report page shows the week, both arms with their intervals, and the difference.
+            // The console's report page: the headline in plain words, both arms and the difference.
             let signedIn = try await ConsoleTests().signIn(
                 broker,
                 "/t/acme/console/sign-in",
@@ -196,8 +217,89 @@ struct LearnedTimeAPITests {
             )
             #expect(page.status == 200)
             #expect(page.text.contains("Learned delivery times against the holdout"), "\(page.text.prefix(300))")
-            #expect(page.text.contains("60.0% (50.2%–69.1%)"), "\(page.text)")
-            #expect(page.text.contains("+35.0 pp"), "\(page.text)")
+            #expect(page.text.contains("78.6% of impulses were read within the hour"), "\(page.text)")
+            #expect(page.text.contains("35.7%"), "\(page.text)")
+            #expect(page.text.contains("+42.9 pp"), "\(page.text)")
+        }
+    }
+
+    @Test(
+        "A tenant fallen back: its settings, the metric and the report say so; the admin API's resume turns learning back on"
+    )
+    func fallback() async throws {
+        try await TestBroker.run(adminToken: "t0ken") { broker in
+            let json = AdminAPITests.bearer + [("Content-Type", "application/json")]
+            let on = try await broker.send(
+                .PATCH,
+                "/admin/v1/tenants/acme",
+                user: nil,
+                headers: json,
+                body: #"{"learnedTiming": {"enabled": true}}"#
+            )
+            #expect(on.status == 200, "\(on.text)")
+            #expect(
+                try await broker.admin("/metrics", token: "t0ken").text.contains(
+                    #"broker_learned_timing_fallback{tenant="acme"} 0"#
+                )
+            )
+            // As the safety valve writes it.
+            var tenant = try #require(try await broker.store.tenant(try TenantID("acme")))
+            tenant.learnedTiming.fallback = LearnedTimingFallback(
+                since: try LocalDate(parsing: "2026-12-03"),
+                weeks: [try LocalDate(parsing: "2026-11-16"), try LocalDate(parsing: "2026-11-23")],
+                reason: "learned times were read within the hour significantly less often"
+            )
+            try await broker.store.updateTenant(
+                tenant,
+                audit: AuditEntry(
+                    .commandLine,
+                    "tenant.learned-timing.fallback",
+                    tenant: tenant.id,
+                    target: "tenant:acme"
+                )
+            )
+            let shown = try await broker.send(.GET, "/admin/v1/tenants/acme", user: nil, headers: AdminAPITests.bearer)
+            let settings = try #require(shown.json["learnedTiming"] as? [String: Any], "\(shown.text)")
+            let fallback = try #require(settings["fallback"] as? [String: Any], "\(shown.text)")
+            #expect(fallback["since"] as? String == "2026-12-03")
+            #expect(fallback["weeks"] as? [String] == ["2026-11-16", "2026-11-23"])
+            #expect(
+                try await broker.admin("/metrics", token: "t0ken").text.contains(
+                    #"broker_learned_timing_fallback{tenant="acme"} 1"#
+                )
+            )
+            // Saving the form's other settings does not resume it; resume does, and says from when it is judged.
+            let other = try await broker.send(
+                .PATCH,
+                "/t/acme/admin/v1/tenant",
+                user: nil,
+                headers: json,
+                body: #"{"learnedTiming": {"enabled": true, "windowMinutes": 120}}"#
+            )
+            #expect((other.json["learnedTiming"] as? [String: Any])?["fallback"] != nil, "\(other.text)")
+            let resumed = try await broker.send(
+                .PATCH,
+                "/t/acme/admin/v1/tenant",
+                user: nil,
+                headers: json,
+                body: #"{"learnedTiming": {"resume": true}}"#
+            )
+            #expect(resumed.status == 200, "\(resumed.text)")
+            let after = try #require(resumed.json["learnedTiming"] as? [String: Any], "\(resumed.text)")
+            #expect(after["fallback"] == nil && after["watchFrom"] is String, "\(resumed.text)")
+            #expect(
+                try await broker.admin("/metrics", token: "t0ken").text.contains(
+                    #"broker_learned_timing_fallback{tenant="acme"} 0"#
+                )
+            )
+            let refused = try await broker.send(
+                .PATCH,
+                "/t/acme/admin/v1/tenant",
+                user: nil,
+                headers: json,
+                body: #"{"learnedTiming": {"resume": "yes"}}"#
+            )
+            #expect(refused.status == 400, "\(refused.text)")
         }
     }
 }

@@ -65,7 +65,7 @@ public struct Administration: Sendable {
     public func createTenant(_ id: TenantID, _ settings: TenantSettings, by actor: AdminActor) async throws -> Tenant {
         try requireOperator(actor)
         var tenant = try Tenant(id: id, name: settings.name ?? id.rawValue, createdAt: now())
-        try settings.apply(to: &tenant)
+        try settings.apply(to: &tenant, today: LocalDate(instant: now().timeIntervalSince1970, offsetSeconds: 0))
         guard try await store.tenant(id) == nil else { throw EngineError(.conflict, "tenant \(id) already exists") }
         try await store.createTenant(
             tenant,
@@ -87,7 +87,7 @@ public struct Administration: Sendable {
         }
         guard var tenant = try await store.tenant(id) else { throw Self.unknown(id) }
         let before = tenant
-        try settings.apply(to: &tenant)
+        try settings.apply(to: &tenant, today: LocalDate(instant: now().timeIntervalSince1970, offsetSeconds: 0))
         // A form saved as it was (the console sends every field): nothing to write, audit or tell other nodes.
         guard tenant != before else { return tenant }
         let wasSuspended = before.suspended

@@ -153,7 +153,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
     }
 
     /// The tenant with these settings, checked as a new tenant's are; nothing changes if one is invalid.
-    func apply(to tenant: inout Tenant) throws(EngineError) {
+    func apply(to tenant: inout Tenant, today: LocalDate) throws(EngineError) {
         let expiry = try pushExpiry.map { (text) throws(EngineError) -> PushExpiry in
             guard let value = PushExpiry(rawValue: text) else {
                 throw EngineError(.invalidInput, "pushExpiry must be end-of-day or immediate")
@@ -183,7 +183,7 @@ public struct TenantSettings: Sendable, Equatable, Decodable {
             suspended: suspended ?? tenant.suspended,
             adminsManageAPNsCredentials: adminsManageAPNsCredentials ?? tenant.adminsManageAPNsCredentials,
             firstDelivery: start ?? tenant.firstDelivery,
-            learnedTiming: try learnedTiming?.apply(to: tenant.learnedTiming) ?? tenant.learnedTiming,
+            learnedTiming: try learnedTiming?.apply(to: tenant.learnedTiming, today: today) ?? tenant.learnedTiming,
             createdAt: tenant.createdAt
         )
     }
@@ -196,15 +196,19 @@ public struct LearnedTimingChanges: Sendable, Equatable, Decodable {
     public var windowMinutes: Int?
     /// The share of users kept on fixed times to measure the effect: 0-0.5.
     public var holdoutShare: Double?
+    /// true: turns learning back on after the safety valve turned it off (it is judged again from the next
+    /// Monday).
+    public var resume: Bool?
 
-    public init(enabled: Bool? = nil, windowMinutes: Int? = nil, holdoutShare: Double? = nil) {
+    public init(enabled: Bool? = nil, windowMinutes: Int? = nil, holdoutShare: Double? = nil, resume: Bool? = nil) {
         self.enabled = enabled
         self.windowMinutes = windowMinutes
         self.holdoutShare = holdoutShare
+        self.resume = resume
     }
 
     /// The settings with these changes, checked; nothing changes if one is invalid.
-    public func apply(to timing: LearnedTiming) throws(EngineError) -> LearnedTiming {
+    public func apply(to timing: LearnedTiming, today: LocalDate) throws(EngineError) -> LearnedTiming {
         var timing = timing
         if let windowMinutes {
             guard LearnedTiming.windowRange.contains(windowMinutes) else {
@@ -219,6 +223,10 @@ public struct LearnedTimingChanges: Sendable, Equatable, Decodable {
             timing.holdoutShare = holdoutShare
         }
         if let enabled { timing.enabled = enabled }
+        if resume == true, timing.fallback != nil {
+            timing.fallback = nil
+            timing.watchFrom = LearnedTimingGuard.watchFrom(resumedOn: today)
+        }
         return timing
     }
 }

@@ -46,6 +46,7 @@ public struct BrokerMetrics: Sendable {
         public static let dataFreeBytes = "broker_data_free_bytes"
         public static let dataSizeBytes = "broker_data_size_bytes"
         public static let webhookOutboxPending = "broker_webhook_outbox_pending"
+        public static let learnedTimingFallback = "broker_learned_timing_fallback"
         public static let apnsCertificateExpiry = "broker_apns_certificate_expiry_timestamp_seconds"
     }
 

@@ -7,6 +7,8 @@ public struct EngagementRecords: Sendable, Equatable {
     public var dispatch: [String: DispatchCounts] = [:]
     /// By day: the folded deliveries of tenants that learn delivery times, learned users against the holdout.
     public var timing: [String: TimingDayCounts] = [:]
+    /// The users' weeks of the holdout comparison, of the weeks the range touches.
+    public var timingUsers: [TimingUserWeek] = []
 
     public init() {}
 }
@@ -87,6 +89,8 @@ public struct EngagementReport: Sendable, Equatable {
     public var total: EngagementCounts
     /// Learned delivery times against the holdout, per week (empty unless the tenant learned times in the range).
     public var timing: [TimingWeek]
+    /// The same over every week of the range, with the medians of the range's days.
+    public var timingOverall: TimingWeek?
 
     /// Every channel, in ``PushChannel``'s order: the range's pushes and reads by the channel that took the push
     /// (the total's, as rows).
@@ -123,7 +127,20 @@ public struct EngagementReport: Sendable, Equatable {
             perArea[area].map { LifeAreaRow(lifeArea: area, counts: $0) }
         }
         self.total = total
-        timing = TimingWeek.weeks(records.timing, range: range)
+        timing = TimingWeek.weeks(records.timing, users: records.timingUsers, range: range)
+        if !timing.isEmpty {
+            var overall = TimingWeek(
+                weekStart: range.from.adding(days: 1 - range.from.isoWeekday),
+                learned: TimingArmCounts(),
+                holdout: TimingArmCounts(),
+                users: TimingArmComparison(records.timingUsers)
+            )
+            for week in timing {
+                overall.learned.add(week.learned)
+                overall.holdout.add(week.holdout)
+            }
+            timingOverall = overall
+        }
     }
 }
 
@@ -194,31 +211,36 @@ extension EngagementReport {
                 }
             }
         case .learnedTiming:
+            // Per week, then the whole range ("all"): per arm the users, deliveries, reads within the hour and at
+            // all, and the median time to read; learned minus holdout with 95% intervals over users.
             let arm = [
-                "deliveries", "read", "read_rate", "read_rate_low", "read_rate_high", "median_seconds_to_read",
-                "median_low", "median_high",
+                "users", "deliveries", "read_within_hour", "within_hour_rate", "read", "read_rate",
+                "median_seconds_to_read",
             ]
             rows.append(
                 ["week_start"] + arm.map { "learned_" + $0 } + arm.map { "holdout_" + $0 }
-                    + ["read_rate_difference", "difference_low", "difference_high"]
+                    + [
+                        "within_hour_difference", "within_hour_low", "within_hour_high", "read_difference",
+                        "read_low", "read_high",
+                    ]
             )
             func rate(_ value: Double?) -> String { value.map { String(format: "%.4f", $0) } ?? "" }
             func seconds(_ value: Double?) -> String { value.map { String(Int($0.rounded())) } ?? "" }
-            func cells(_ counts: TimingArmCounts) -> [String] {
+            func cells(_ users: TimingArmComparison.Arm, _ counts: TimingArmCounts) -> [String] {
                 [
-                    "\(counts.deliveries)", "\(counts.read)", rate(counts.readRate),
-                    rate(counts.readRateInterval?.lowerBound), rate(counts.readRateInterval?.upperBound),
-                    seconds(counts.medianSecondsToRead), seconds(counts.medianInterval?.lowerBound),
-                    seconds(counts.medianInterval?.upperBound),
+                    "\(users.users)", "\(users.deliveries)", "\(users.withinHour)", rate(users.withinHourRate),
+                    "\(users.read)", rate(users.readRate), seconds(counts.medianSecondsToRead),
                 ]
             }
-            for week in timing {
+            func difference(_ difference: TimingArmComparison.Difference?) -> [String] {
+                [rate(difference?.estimate), rate(difference?.low), rate(difference?.high)]
+            }
+            for (label, week) in timing.map({ ($0.weekStart.description, $0) })
+                + (timingOverall.map { [("all", $0)] } ?? [])
+            {
                 rows.append(
-                    [week.weekStart.description] + cells(week.learned) + cells(week.holdout)
-                        + [
-                            rate(week.readRateDifference), rate(week.readRateDifferenceInterval?.lowerBound),
-                            rate(week.readRateDifferenceInterval?.upperBound),
-                        ]
+                    [label] + cells(week.users.learned, week.learned) + cells(week.users.holdout, week.holdout)
+                        + difference(week.users.withinHour) + difference(week.users.read)
                 )
             }
         }

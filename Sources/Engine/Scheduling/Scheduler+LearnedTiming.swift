@@ -38,7 +38,10 @@ extension Scheduler {
                     batch.outcomes[entry.user] ?? [],
                     before: cutoff,
                     in: zone,
-                    holdout: tenant.learnedTiming.isHoldout(tenant: tenantID, user: entry.user)
+                    holdout: tenant.learnedTiming.isHoldout(tenant: tenantID, user: entry.user),
+                    // The model may move a user unless they keep a time they set themselves.
+                    eligible: entry.preferences.deliveryTime == nil || (batch.users[entry.user]?.optedIn ?? false),
+                    model: tenant.learnedTiming
                 )
                 folded[entry.user] = TimingWrite(timing: timing, added: added, outcomes: counts)
                 due[index].timing = TimingInputs(

@@ -10,7 +10,7 @@ import Foundation
 /// Multi-row writes are atomic: a method either applies completely or throws and changes nothing.
 public protocol BrokerStore: ChangeFeedStore, TenantStore, UserStore, CatalogStore, DeviceStore, LedgerStore,
     ScheduleStore, PushTargetStore, ReminderStore, AdministrationStore, IdempotencyStore, APNsCredentialStore,
-    EngagementStore, WebhookStore, ConsoleSessionStore, ProviderTokenStore, SchemaStore, TimingStore
+    EngagementStore, WebhookStore, ConsoleSessionStore, ProviderTokenStore, SchemaStore, TimingStore, TimingGuardStore
 {
     /// Closes connections the store holds (PostgreSQL's pool); the store is unusable afterwards. Called once,
     /// after everything that writes has stopped.

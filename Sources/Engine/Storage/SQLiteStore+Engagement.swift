@@ -84,6 +84,10 @@ extension SQLiteStore {
         SELECT day, arm, bucket, deliveries FROM timing_outcomes
         WHERE tenant_id = ? AND day BETWEEN ? AND ?
         """,
+        """
+        SELECT user_id, week, arm, deliveries, within_hour, read FROM timing_user_weeks
+        WHERE tenant_id = ? AND week BETWEEN ? AND ?
+        """,
     ]
 
     public func engagement(tenant: TenantID, from: LocalDate, through: LocalDate) async throws -> EngagementRecords {
@@ -132,6 +136,23 @@ extension SQLiteStore {
             }
             for row in try Row.fetchAll(db, sql: Self.engagementSQL[4], arguments: arguments) {
                 records.timing[row[0], default: TimingDayCounts()].add(arm: row[1], bucket: row[2], count: row[3])
+            }
+            // The weeks the range touches: from the Monday of its first day.
+            let weeks: StatementArguments = [
+                tenant.rawValue, from.adding(days: 1 - from.isoWeekday).description, through.description,
+            ]
+            for row in try Row.fetchAll(db, sql: Self.engagementSQL[5], arguments: weeks) {
+                guard let week = try? LocalDate(parsing: row[1] as String) else { continue }
+                records.timingUsers.append(
+                    TimingUserWeek(
+                        user: UserID(row[0]),
+                        week: week,
+                        holdout: (row[2] as Int) == 1,
+                        deliveries: row[3],
+                        withinHour: row[4],
+                        read: row[5]
+                    )
+                )
             }
             return records
         }

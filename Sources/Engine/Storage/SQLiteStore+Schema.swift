@@ -500,6 +500,25 @@ extension SQLiteStore {
             // later push goes to the others alone. A nullable column: the previous release's nodes never read it.
             try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN pushed_devices TEXT")
         }
+        migrator.registerMigration("v24-timing-user-weeks") { db in
+            // The holdout comparison per user and week (issue 45): its intervals count users, not deliveries. A
+            // table of its own, which the previous release's nodes never read; a user's erasure removes their rows.
+            try db.execute(
+                sql: """
+                    CREATE TABLE timing_user_weeks (
+                        tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        week TEXT NOT NULL,
+                        arm INTEGER NOT NULL,
+                        deliveries INTEGER NOT NULL DEFAULT 0,
+                        within_hour INTEGER NOT NULL DEFAULT 0,
+                        read INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (tenant_id, week, user_id)
+                    );
+                    CREATE INDEX timing_user_weeks_user ON timing_user_weeks (user_id);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -112,6 +112,7 @@ extension SQLiteStore {
         )
         var population: [TenantID: ReadEvidence] = [:]
         var outcomes: [TimingOutcomeKey: Int] = [:]
+        var userWeeks: [TimingUserWeekKey: [Int]] = [:]
         for update in updates {
             guard let write = update.timing else { continue }
             let timing = write.timing
@@ -123,7 +124,7 @@ extension SQLiteStore {
             ])
             guard db.changesCount > 0 else { continue }
             population[update.tenant, default: ReadEvidence()].add(write.added)
-            for outcome in write.outcomes { outcomes[TimingOutcomeKey(update.tenant, outcome), default: 0] += 1 }
+            write.tally(tenant: update.tenant, user: update.user, days: &outcomes, users: &userWeeks)
         }
         let add = try db.cachedStatement(
             sql: """
@@ -147,6 +148,20 @@ extension SQLiteStore {
         )
         for (key, deliveries) in outcomes.sorted(by: { $0.key < $1.key }) {
             try count.execute(arguments: [key.tenant.rawValue, key.day, key.arm, key.bucket, deliveries])
+        }
+        let perUser = try db.cachedStatement(
+            sql: """
+                INSERT INTO timing_user_weeks (tenant_id, user_id, week, arm, deliveries, within_hour, read)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant_id, week, user_id) DO UPDATE SET arm = excluded.arm,
+                    deliveries = deliveries + excluded.deliveries, within_hour = within_hour + excluded.within_hour,
+                    read = read + excluded.read
+                """
+        )
+        for (key, counts) in userWeeks.sorted(by: { $0.key < $1.key }) {
+            try perUser.execute(arguments: [
+                key.tenant.rawValue, key.user, key.week, key.arm, counts[0], counts[1], counts[2],
+            ])
         }
     }
 

@@ -12,7 +12,7 @@ public struct LearnedTimeView: Sendable, Equatable, Encodable {
     /// The next planned day and its local time (`HH:mm`), when one is planned.
     public var nextDate: String?
     public var nextTime: String?
-    /// `off`, `holdout`, `own-time`, `learning` or `learned`.
+    /// `off`, `holdout`, `own-time`, `learning`, `no-reads` or `learned`.
     public var reason: String
     /// What the model learned from: deliveries folded in, and how many of them were read.
     public var deliveries: Int

@@ -4,9 +4,6 @@ import Foundation
 /// within `windowMinutes` of their stated delivery time, toward the half hour they read in, as their deliveries'
 /// push-to-read delays show; `holdoutShare` of the users keep fixed times, so that the effect can be measured.
 public struct LearnedTiming: Sendable, Equatable, Codable {
-    /// What a push read later than within its hour adds as a read in the slot it was read in.
-    public static let lateReadWeight = 1.0
-
     public var enabled: Bool
     /// How far from the stated time the impulse may move, either way (default 3 hours).
     public var windowMinutes: Int
@@ -18,16 +15,30 @@ public struct LearnedTiming: Sendable, Equatable, Codable {
     public var minimumDeliveries: Int
     /// Deliveries of one day kind before weekdays and weekends are learned apart.
     public var separateKindsAfter: Int
-    /// How many deliveries the tenant's population weighs in a user's estimate (it pulls a user with little
-    /// history toward what the tenant's users do).
+    /// How many deliveries the prior weighs in a slot's estimate. Its level is the user's own read rate, lowered
+    /// where the tenant's people seldom read and never raised above it: it shares where people do not read
+    /// without pulling a user toward the majority's hours.
     public var priorWeight: Double
     /// How much the draws explore: each slot's Beta is drawn with its prior and evidence divided by this (1: plain
-    /// Thompson sampling; below 1, a tempered posterior whose draws stay closer to the estimate). A delivery read
-    /// hours late still says when its user reads, so little exploring is needed: in the simulation (BENCHMARKS.md)
-    /// 0.02 read 18% more than plain Thompson sampling.
+    /// Thompson sampling; below 1, a tempered posterior, whose draws still narrow as evidence grows). Chosen in the
+    /// simulation (BENCHMARKS.md, round 25): plain Thompson sampling explored away more reads than it found in 60
+    /// days (0.71 of the oracle in the session world against 0.84 at 0.05).
     public var exploration: Double
     /// How far a delivery's evidence reaches into neighbouring half hours (a Gaussian's sigma, in minutes).
     public var smoothingMinutes: Double
+    /// What a read later than the push's hour adds as a read in the slot whose hour ends at it (the reader came
+    /// back then; it is weaker evidence than a push read in its hour).
+    public var lateReadWeight: Double
+    /// What a slot whose hour passed, after the push and before the read, gets as a miss.
+    public var skippedWeight: Double
+    /// After how many days a delivery's evidence counts half (a habit that moved is found again).
+    public var halfLifeDays: Double
+    /// How many pushes of a slot's own halve what is inferred of it from pushes elsewhere.
+    public var inferredTrust: Double
+    /// Set when the safety valve turned learning off for the tenant (every user keeps their stated time).
+    public var fallback: LearnedTimingFallback?
+    /// The first week the safety valve judges (learning was turned back on; nil: any).
+    public var watchFrom: LocalDate?
 
     public init(
         enabled: Bool = false,
@@ -36,9 +47,13 @@ public struct LearnedTiming: Sendable, Equatable, Codable {
         maximumStepMinutes: Int = 60,
         minimumDeliveries: Int = 7,
         separateKindsAfter: Int = 4,
-        priorWeight: Double = 4,
-        exploration: Double = 0.02,
-        smoothingMinutes: Double = 30
+        priorWeight: Double = 2,
+        exploration: Double = 0.05,
+        smoothingMinutes: Double = 30,
+        lateReadWeight: Double = 0.5,
+        skippedWeight: Double = 0.5,
+        halfLifeDays: Double = 21,
+        inferredTrust: Double = 1
     ) {
         self.enabled = enabled
         self.windowMinutes = windowMinutes
@@ -49,6 +64,10 @@ public struct LearnedTiming: Sendable, Equatable, Codable {
         self.priorWeight = priorWeight
         self.exploration = exploration
         self.smoothingMinutes = smoothingMinutes
+        self.lateReadWeight = lateReadWeight
+        self.skippedWeight = skippedWeight
+        self.halfLifeDays = halfLifeDays
+        self.inferredTrust = inferredTrust
     }
 
     /// What an operator sets (the admin API, the CLI, the console); the rest are the model's constants.
@@ -56,15 +75,29 @@ public struct LearnedTiming: Sendable, Equatable, Codable {
         public var enabled: Bool
         public var windowMinutes: Int
         public var holdoutShare: Double
+        /// Set by the safety valve; cleared when an admin turns learning back on.
+        public var fallback: LearnedTimingFallback?
+        public var watchFrom: LocalDate?
     }
 
     public var settings: Settings {
-        Settings(enabled: enabled, windowMinutes: windowMinutes, holdoutShare: holdoutShare)
+        Settings(
+            enabled: enabled,
+            windowMinutes: windowMinutes,
+            holdoutShare: holdoutShare,
+            fallback: fallback,
+            watchFrom: watchFrom
+        )
     }
 
     public init(settings: Settings) {
         self.init(enabled: settings.enabled, windowMinutes: settings.windowMinutes, holdoutShare: settings.holdoutShare)
+        fallback = settings.fallback
+        watchFrom = settings.watchFrom
     }
+
+    /// Whether users' times are learned now: enabled, and not fallen back.
+    public var learning: Bool { enabled && fallback == nil }
 
     /// The window an operator may set: half an hour to six hours either way.
     public static let windowRange = 30...360
@@ -83,6 +116,8 @@ public struct LearnedTiming: Sendable, Equatable, Codable {
 public struct PopulationPrior: Sendable, Equatable {
     /// `[kind][slot]`: the read-within-the-hour rate.
     public let rates: [[Double]]
+    /// The rate over every slot and kind.
+    public let overall: Double
 
     /// From the tenant's users' evidence summed, smoothed as a user's is; a slot without evidence gets the
     /// population's overall rate (a tenant without any, 0.5: nothing is known).
@@ -92,6 +127,7 @@ public struct PopulationPrior: Sendable, Equatable {
             let all = reads + population.misses.joined().reduce(0, +)
             return all > 0 ? reads / all : 0.5
         }()
+        self.overall = overall
         rates = DayKind.allCases.map { kind in
             let (reads, misses) = population.counts(kind)
             // Smoothed over neighbouring slots, and pulled toward the overall rate by a few deliveries' weight.
@@ -134,6 +170,10 @@ public enum TimingReason: Sendable, Equatable {
     case ownTime
     /// Too few deliveries yet (`have` of `need`).
     case learning(have: Int, need: Int)
+    /// The safety valve turned learning off for the tenant (its holdout showed it worse).
+    case fallback
+    /// Enough deliveries, none of them read (lately): nothing to move toward.
+    case noReads(deliveries: Int)
     /// Learned from `reads` reads of `deliveries` deliveries.
     case learned(reads: Int, deliveries: Int)
 }
@@ -183,11 +223,13 @@ extension LearnedTiming {
 
     /// The day's delivery time: the stated time unless learning applies. Otherwise a Thompson draw picks the target
     /// among the half hours inside the window and outside the quiet hours (each slot's read rate drawn from its
-    /// Beta posterior: the population's rate as prior, the user's smoothed evidence added), and the time moves
-    /// toward it by at most the step from the day before. The draw is seeded by the tenant, user and date:
-    /// choosing again (another node, a restart) chooses the same.
+    /// Beta posterior: the prior, shaped as the population reads at the user's own level, and the user's faded,
+    /// smoothed evidence), and the time moves toward it by at most the step from the day before. A user whose
+    /// evidence holds no read keeps the stated time: there is nothing to move toward. The draw is seeded by the
+    /// tenant, user and date: choosing again (another node, a restart) chooses the same.
     public func choose(for subject: Subject, on date: LocalDate, prior: PopulationPrior) -> SendTimeChoice {
         guard enabled else { return SendTimeChoice(time: subject.stated, reason: .off) }
+        if fallback != nil { return SendTimeChoice(time: subject.stated, reason: .fallback) }
         if isHoldout(tenant: subject.tenant, user: subject.user) {
             return SendTimeChoice(time: subject.stated, reason: .holdout)
         }
@@ -196,28 +238,23 @@ extension LearnedTiming {
         guard deliveries >= minimumDeliveries else {
             return SendTimeChoice(time: subject.stated, reason: .learning(have: deliveries, need: minimumDeliveries))
         }
+        guard subject.evidence.totalReads > 0, subject.evidence.readWeight > 0.05 else {
+            return SendTimeChoice(time: subject.stated, reason: .noReads(deliveries: deliveries))
+        }
         let candidates = candidates(for: subject)
         guard !candidates.isEmpty else {
             return SendTimeChoice(time: subject.stated, reason: .learning(have: deliveries, need: minimumDeliveries))
         }
         let kind = DayKind(isoWeekday: date.isoWeekday)
-        // Kinds apart only once this kind has enough of its own; until then both inform each other.
-        let apart = subject.evidence.deliveries(kind) >= separateKindsAfter
-        let (reads, misses) = subject.evidence.counts(apart ? kind : nil)
-        let kernel = PopulationPrior.kernel(sigmaMinutes: smoothingMinutes)
-        let smoothedReads = PopulationPrior.smooth(reads, kernel: kernel)
-        let smoothedMisses = PopulationPrior.smooth(misses, kernel: kernel)
-        let rates = prior.rates[kind.rawValue]
+        let posterior = posterior(for: subject, kind: kind, prior: prior)
         var generator = SeededGenerator(
             seed: stableHash("timing", subject.tenant.rawValue, subject.user.description, date.description)
         )
         var target = candidates[0]
         var best = -1.0
         for candidate in candidates {
-            let slot = candidate.slot.index
-            let alpha = (priorWeight * rates[slot] + smoothedReads[slot]) / exploration + 0.01
-            let beta = (priorWeight * (1 - rates[slot]) + smoothedMisses[slot]) / exploration + 0.01
-            let draw = generator.beta(alpha, beta)
+            let (alpha, beta) = posterior[candidate.slot.index]
+            let draw = generator.beta(alpha / exploration + 0.01, beta / exploration + 0.01)
             if draw > best { (target, best) = (candidate, draw) }
         }
         // At most a step from the day before: the candidate within it that is nearest the target.
@@ -230,6 +267,33 @@ extension LearnedTiming {
             time: LocalTime(clampedMinuteOfDay: chosen.minute),
             reason: .learned(reads: subject.evidence.totalReads, deliveries: deliveries)
         )
+    }
+
+    /// Each slot's Beta posterior `(alpha, beta)` for a day of `kind`: the user's evidence (of that kind alone once
+    /// it has enough of its own; until then both kinds inform each other), smoothed over neighbouring half hours,
+    /// added to the prior's `priorWeight` deliveries at the population's shape and the user's own level.
+    public func posterior(for subject: Subject, kind: DayKind, prior: PopulationPrior) -> [(Double, Double)] {
+        let apart = subject.evidence.deliveries(kind) >= separateKindsAfter
+        let (seenReads, seenMisses) = subject.evidence.counts(apart ? kind : nil)
+        let inferred = subject.evidence.inferred(apart ? kind : nil, trust: inferredTrust)
+        let reads = zip(seenReads, inferred.reads).map { $0 + $1 }
+        let misses = zip(seenMisses, inferred.misses).map { $0 + $1 }
+        let kernel = PopulationPrior.kernel(sigmaMinutes: smoothingMinutes)
+        let smoothedReads = PopulationPrior.smooth(reads, kernel: kernel)
+        let smoothedMisses = PopulationPrior.smooth(misses, kernel: kernel)
+        // The user's level: their reads among all their evidence, pulled toward the population's by one delivery.
+        let own = (reads.reduce(0, +) + prior.overall) / (reads.reduce(0, +) + misses.reduce(0, +) + 1)
+        let rates = prior.rates[kind.rawValue]
+        return (0..<TimingSlot.count).map { slot in
+            // The population may lower a slot's prior below the user's own level (few people read then), never
+            // raise it above: a slot the majority favours does not outbid what the user's own reads show.
+            let shape = min(1, rates[slot] / max(prior.overall, 0.01))
+            let mean = min(0.95, max(0.02, own * shape))
+            return (
+                priorWeight * mean + smoothedReads[slot],
+                priorWeight * (1 - mean) + smoothedMisses[slot]
+            )
+        }
     }
 
     /// The times a day's delivery may take: each half hour's start (the stated minute in the stated time's own

@@ -33,13 +33,36 @@ public enum DayKind: Int, Sendable, CaseIterable, Codable {
 /// What a user's deliveries say about their reading: per day kind and slot, how many pushes were read within the
 /// hour and how many were not. Counts, not probabilities: they are the Beta evidence the model adds to its prior.
 public struct ReadEvidence: Sendable, Equatable, Codable {
-    /// `[kind][slot]`.
+    /// `[kind][slot]`: what pushes in a slot showed.
     public internal(set) var reads: [[Double]]
     public internal(set) var misses: [[Double]]
+    /// `[kind][slot]`: what pushes elsewhere suggest of a slot (a read's time, the hours it did not come in). It
+    /// counts less as the slot's own pushes accumulate, so that a reader whose late reads say little (read at a
+    /// random moment, not at the next look) is judged by what pushes there showed.
+    public internal(set) var inferredReads: [[Double]]
+    public internal(set) var inferredMisses: [[Double]]
 
     public init() {
         reads = Array(repeating: Array(repeating: 0, count: TimingSlot.count), count: DayKind.allCases.count)
         misses = reads
+        inferredReads = reads
+        inferredMisses = reads
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case reads, misses, inferredReads, inferredMisses, deliveryCounts, readCount
+    }
+
+    /// Evidence stored before inferred counts were kept apart decodes with none.
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        reads = try container.decode([[Double]].self, forKey: .reads)
+        misses = try container.decode([[Double]].self, forKey: .misses)
+        inferredReads = try container.decodeIfPresent([[Double]].self, forKey: .inferredReads) ?? inferredReads
+        inferredMisses = try container.decodeIfPresent([[Double]].self, forKey: .inferredMisses) ?? inferredMisses
+        deliveryCounts = try container.decodeIfPresent([Int].self, forKey: .deliveryCounts) ?? [0, 0]
+        readCount = try container.decodeIfPresent(Int.self, forKey: .readCount) ?? 0
     }
 
     /// One delivery pushed in `slot` on a day of `kind`: read within the hour, or not.
@@ -49,29 +72,51 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
         tally(slot, kind, read: read, weight: 1)
     }
 
-    /// What one delivery's push-to-read delay says: read within the hour, a read in the slot it was pushed in;
-    /// otherwise a miss there, and when it was read later that day, a read (of `lateWeight`) in the slot it was
-    /// read in: the user was reading then.
+    /// What one delivery's push-to-read delay says. A read within the hour is a read in the slot it was pushed in.
+    /// Otherwise it is a miss there, and the time to read is censored, not a choice of the reader's best moment: a
+    /// read says the reader came back then, so the other slots whose hour holds it (a push there would have been read
+    /// within its hour) get a read of `model.lateReadWeight`, and the slots after the push whose whole hour passed
+    /// before the read a miss of `model.skippedWeight`; a push not read that day gives those misses to every later
+    /// slot of the day.
     public mutating func observe(
         pushedAt pushed: LocalTime,
         readAt read: LocalTime?,
         _ kind: DayKind,
-        lateWeight: Double = LearnedTiming.lateReadWeight
+        model: LearnedTiming = LearnedTiming()
     ) {
         let slot = TimingSlot(containing: pushed)
         deliveryCounts[kind.rawValue] += 1
         if read != nil { readCount += 1 }
-        guard let read, read >= pushed else {
-            tally(slot, kind, read: false, weight: 1)
-            return
-        }
-        if read.minuteOfDay - pushed.minuteOfDay <= 60 {
-            tally(slot, kind, read: true, weight: 1)
-        } else {
-            tally(slot, kind, read: false, weight: 1)
-            tally(TimingSlot(containing: read), kind, read: true, weight: lateWeight)
+        let pushedMinute = pushed.minuteOfDay
+        let back = read.map { $0.minuteOfDay } ?? 24 * 60 + 60
+        let soon = back >= pushedMinute && back - pushedMinute <= 60
+        tally(slot, kind, read: soon, weight: 1)
+        guard back >= pushedMinute else { return }
+        for later in (slot.index + 1)..<TimingSlot.count {
+            let start = later * 30
+            if start + 60 < back {
+                if model.skippedWeight > 0 { inferredMisses[kind.rawValue][later] += model.skippedWeight }
+            } else if start < back, model.lateReadWeight > 0 {
+                inferredReads[kind.rawValue][later] += model.lateReadWeight
+            }
         }
     }
+
+    /// Old evidence fades: every count multiplied by `factor` (the fold does it by the days that passed).
+    public mutating func fade(by factor: Double) {
+        guard factor < 1 else { return }
+        for kind in 0..<reads.count {
+            for slot in 0..<TimingSlot.count {
+                reads[kind][slot] *= factor
+                misses[kind][slot] *= factor
+                inferredReads[kind][slot] *= factor
+                inferredMisses[kind][slot] *= factor
+            }
+        }
+    }
+
+    /// The faded weight of reads of both kinds, seen and inferred: how much reading there is to learn from.
+    public var readWeight: Double { reads.joined().reduce(0, +) + inferredReads.joined().reduce(0, +) }
 
     private mutating func tally(_ slot: TimingSlot, _ kind: DayKind, read: Bool, weight: Double) {
         if read {
@@ -105,6 +150,22 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
         return (reads[kind.rawValue], misses[kind.rawValue])
     }
 
+    /// The inferred counts of `kind` (nil: both kinds), each slot's weighed by `trust / (trust + its own pushes)`.
+    func inferred(_ kind: DayKind?, trust: Double) -> (reads: [Double], misses: [Double]) {
+        let kinds = kind.map { [$0.rawValue] } ?? [0, 1]
+        var result = (
+            reads: [Double](repeating: 0, count: TimingSlot.count),
+            misses: [Double](repeating: 0, count: TimingSlot.count)
+        )
+        for slot in 0..<TimingSlot.count {
+            let own = kinds.reduce(0.0) { $0 + reads[$1][slot] + misses[$1][slot] }
+            let weight = trust / (trust + own)
+            result.reads[slot] = weight * kinds.reduce(0.0) { $0 + inferredReads[$1][slot] }
+            result.misses[slot] = weight * kinds.reduce(0.0) { $0 + inferredMisses[$1][slot] }
+        }
+        return result
+    }
+
     /// Adds another user's evidence (a tenant's population is the sum of its users').
     public mutating func add(_ other: ReadEvidence) {
         deliveryCounts = zip(deliveryCounts, other.deliveryCounts).map { $0 + $1 }
@@ -113,6 +174,8 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
             for slot in 0..<TimingSlot.count {
                 reads[kind][slot] += other.reads[kind][slot]
                 misses[kind][slot] += other.misses[kind][slot]
+                inferredReads[kind][slot] += other.inferredReads[kind][slot]
+                inferredMisses[kind][slot] += other.inferredMisses[kind][slot]
             }
         }
     }

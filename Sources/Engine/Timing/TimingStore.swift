@@ -53,3 +53,41 @@ struct TimingOutcomeKey: Hashable, Comparable {
         (lhs.tenant.rawValue, lhs.day, lhs.arm, lhs.bucket) < (rhs.tenant.rawValue, rhs.day, rhs.arm, rhs.bucket)
     }
 }
+
+/// A row of the holdout comparison per user and week: the arm and the counts added.
+struct TimingUserWeekKey: Hashable, Comparable {
+    var tenant: TenantID
+    var week: String
+    var user: Int64
+    var arm: Int
+
+    static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.tenant.rawValue, lhs.week, lhs.user) < (rhs.tenant.rawValue, rhs.week, rhs.user)
+    }
+}
+
+extension TimingWrite {
+    /// The eligible outcomes' counts, as the two comparison tables add them: per day, arm and bucket, and per user,
+    /// week and arm (deliveries, read within the hour, read).
+    func tally(
+        tenant: TenantID,
+        user: UserID,
+        days: inout [TimingOutcomeKey: Int],
+        users: inout [TimingUserWeekKey: [Int]]
+    ) {
+        for outcome in outcomes where outcome.eligible {
+            days[TimingOutcomeKey(tenant, outcome), default: 0] += 1
+            let key = TimingUserWeekKey(
+                tenant: tenant,
+                week: outcome.week.description,
+                user: user.rawValue,
+                arm: outcome.holdout ? 1 : 0
+            )
+            var counts = users[key] ?? [0, 0, 0]
+            counts[0] += 1
+            if outcome.withinHour { counts[1] += 1 }
+            if outcome.bucket != nil { counts[2] += 1 }
+            users[key] = counts
+        }
+    }
+}

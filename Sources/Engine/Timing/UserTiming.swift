@@ -56,6 +56,8 @@ extension TimingReason {
         case .holdout: "holdout"
         case .ownTime: "own-time"
         case .learning: "learning"
+        case .noReads: "no-reads"
+        case .fallback: "fallback"
         case .learned: "learned"
         }
     }
@@ -67,6 +69,8 @@ extension TimingReason {
         case "holdout": self = .holdout
         case "own-time": self = .ownTime
         case "learning": self = .learning(have: evidence.deliveries(), need: minimumDeliveries)
+        case "no-reads": self = .noReads(deliveries: evidence.deliveries())
+        case "fallback": self = .fallback
         case "learned": self = .learned(reads: evidence.totalReads, deliveries: evidence.deliveries())
         default: self = .off
         }
@@ -79,6 +83,8 @@ extension TimingReason {
         case .holdout: "fixed: in the holdout, which keeps fixed times to measure the effect"
         case .ownTime: "fixed: a time the user set themselves (learned only if they opt in)"
         case .learning(let have, let need): "fixed until enough deliveries: \(have) of \(need)"
+        case .fallback: "fixed: learned times are paused for the tenant (its holdout showed them worse)"
+        case .noReads(let deliveries): "fixed: none of \(deliveries) deliveries read lately, nothing to learn from"
         case .learned(let reads, let deliveries): "learned from \(reads) reads of \(deliveries) deliveries"
         }
     }
@@ -134,16 +140,29 @@ public struct TimingWrite: Sendable, Equatable {
 
 /// A folded delivery as the holdout comparison counts it: its day, its user's arm, and how long it took to be
 /// read (a ``ReadLatency`` bucket; nil: not read by the time its day was folded, a day or so after its push).
+/// Only users the model may move are counted, in either arm (`eligible`): one who keeps a time they set themselves
+/// would dilute the learned arm.
 public struct TimingOutcomeCount: Sendable, Hashable {
     public var day: LocalDate
     public var holdout: Bool
     public var bucket: Int?
+    public var eligible: Bool
 
-    public init(day: LocalDate, holdout: Bool, bucket: Int?) {
+    public init(day: LocalDate, holdout: Bool, bucket: Int?, eligible: Bool = true) {
         self.day = day
         self.holdout = holdout
         self.bucket = bucket
+        self.eligible = eligible
     }
+
+    /// The bucket of reads within the hour of the push and every faster one.
+    static let withinHourBucket = ReadLatency.bucket(seconds: 3600)
+
+    /// Read within the hour of its push: the goal's measure.
+    public var withinHour: Bool { bucket.map { $0 <= Self.withinHourBucket } ?? false }
+
+    /// The Monday of its week.
+    public var week: LocalDate { day.adding(days: 1 - day.isoWeekday) }
 
     /// The bucket as a store keeps it: -1 for unread.
     var storedBucket: Int { bucket ?? -1 }
@@ -152,12 +171,15 @@ public struct TimingOutcomeCount: Sendable, Hashable {
 extension UserTiming {
     /// The state with the outcomes of days before `cutoff` folded in, read in the user's zone, and what they
     /// added. An outcome's day kind is its local date's; a read on a later local day counts as not read that day.
-    /// Outcomes of `cutoff` and later stay for a later fold (their day is not over).
+    /// Outcomes of `cutoff` and later stay for a later fold (their day is not over). The evidence already held
+    /// fades by the days that passed since the last fold (`model.halfLifeDays`).
     public func folding(
         _ outcomes: [TimingOutcome],
         before cutoff: LocalDate,
         in zone: TimeZone,
-        holdout: Bool = false
+        holdout: Bool = false,
+        eligible: Bool = true,
+        model: LearnedTiming = LearnedTiming()
     ) -> (timing: UserTiming, added: ReadEvidence, counts: [TimingOutcomeCount]) {
         var next = self
         var added = ReadEvidence()
@@ -168,24 +190,28 @@ extension UserTiming {
             let pushed = Self.wall(outcome.pushedAt, in: zone)
             let read = outcome.readAt.map { Self.wall($0, in: zone) }
             let sameDay = read.map { $0.date == pushed.date } ?? false
-            added.observe(pushedAt: pushed.time, readAt: sameDay ? read?.time : nil, kind)
+            added.observe(pushedAt: pushed.time, readAt: sameDay ? read?.time : nil, kind, model: model)
             counts.append(
                 TimingOutcomeCount(
                     day: outcome.localDate,
                     holdout: holdout,
                     bucket: outcome.readAt.map {
                         ReadLatency.bucket(seconds: max(0, $0.timeIntervalSince(outcome.pushedAt)))
-                    }
+                    },
+                    eligible: eligible
                 )
             )
         }
-        next.evidence.add(added)
         let through = cutoff.adding(days: -1)
+        if let last = foldedThrough, through > last, model.halfLifeDays > 0 {
+            next.evidence.fade(by: pow(0.5, Double(through.dayNumber - last.dayNumber) / model.halfLifeDays))
+        }
+        next.evidence.add(added)
         next.foldedThrough = max(foldedThrough ?? through, through)
         return (next, added, counts)
     }
 
-    static func wall(_ instant: Date, in zone: TimeZone) -> (date: LocalDate, time: LocalTime) {
+    public static func wall(_ instant: Date, in zone: TimeZone) -> (date: LocalDate, time: LocalTime) {
         let offset = zone.secondsFromGMT(for: instant)
         let local = Int((instant.timeIntervalSince1970 + Double(offset)).rounded(.down))
         let seconds = ((local % 86_400) + 86_400) % 86_400

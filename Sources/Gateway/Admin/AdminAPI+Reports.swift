@@ -82,6 +82,8 @@ struct EngagementReportBody: Encodable, Sendable {
     var lifeAreas: [LifeArea]
     /// Learned delivery times against the holdout, per week (empty unless the tenant learned times in the range).
     var learnedTiming: [TimingWeekBody]
+    /// The same over the whole range (absent unless the tenant learned times in it).
+    var learnedTimingOverall: TimingWeekBody?
 
     init(_ report: EngagementReport) {
         tenant = report.tenant.rawValue
@@ -107,39 +109,43 @@ struct EngagementReportBody: Encodable, Sendable {
             LifeArea(lifeArea: $0.lifeArea?.rawValue, counts: EngagementCountsBody($0.counts))
         }
         learnedTiming = report.timing.map(TimingWeekBody.init)
+        learnedTimingOverall = report.timingOverall.map(TimingWeekBody.init)
     }
 }
 
-/// One week of learned times against the holdout, with 95% intervals.
+/// One week (or the whole range) of learned times against the holdout: per arm the users the model may move, the
+/// share of deliveries read within the hour of the push (the goal's measure) and read at all, and the median time
+/// to read; learned minus holdout with 95% intervals that count users, not deliveries.
 struct TimingWeekBody: Encodable, Sendable {
     struct Arm: Encodable, Sendable {
+        var users: Int
         var deliveries: Int
+        var readWithinHour: Int
+        var withinHourRate: Double?
         var read: Int
         var readRate: Double?
-        var readRateInterval: [Double]?
         var medianSecondsToRead: Int?
-        var medianInterval: [Int]?
 
-        init(_ counts: TimingArmCounts) {
-            (deliveries, read, readRate) = (counts.deliveries, counts.read, counts.readRate)
-            readRateInterval = counts.readRateInterval.map { [$0.lowerBound, $0.upperBound] }
+        init(_ users: TimingArmComparison.Arm, _ counts: TimingArmCounts) {
+            (self.users, deliveries, readWithinHour) = (users.users, users.deliveries, users.withinHour)
+            (withinHourRate, read, readRate) = (users.withinHourRate, users.read, users.readRate)
             medianSecondsToRead = counts.medianSecondsToRead.map { Int($0.rounded()) }
-            medianInterval = counts.medianInterval.map { [Int($0.lowerBound.rounded()), Int($0.upperBound.rounded())] }
         }
     }
 
     var weekStart: String
     var learned: Arm
     var holdout: Arm
-    var readRateDifference: Double?
-    var readRateDifferenceInterval: [Double]?
+    /// Learned minus holdout, with the interval and whether it leaves 0 out.
+    var withinHourDifference: TimingArmComparison.Difference?
+    var readDifference: TimingArmComparison.Difference?
 
     init(_ week: TimingWeek) {
         weekStart = week.weekStart.description
-        learned = Arm(week.learned)
-        holdout = Arm(week.holdout)
-        readRateDifference = week.readRateDifference
-        readRateDifferenceInterval = week.readRateDifferenceInterval.map { [$0.lowerBound, $0.upperBound] }
+        learned = Arm(week.users.learned, week.learned)
+        holdout = Arm(week.users.holdout, week.holdout)
+        withinHourDifference = week.users.withinHour
+        readDifference = week.users.read
     }
 }
 

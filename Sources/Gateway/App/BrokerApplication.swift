@@ -211,6 +211,11 @@ public func buildApplication(
         PushService(stack: push),
     ]
     if let scheduler { services.append(SchedulerService(scheduler: scheduler)) }
+    if scheduler != nil {
+        services.append(
+            LearnedTimingGuardService(guardian: LearnedTimingGuardian(store: store, logger: logger))
+        )
+    }
     services.append(try WebhookDispatcher(store: store, configuration: configuration.webhooks, logger: logger))
     if let admin = configuration.admin {
         let routes = AdminRoutes(

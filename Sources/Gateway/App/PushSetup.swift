@@ -213,3 +213,12 @@ struct SchedulerService: Service {
         await cancelWhenGracefulShutdown { await scheduler.run() }
     }
 }
+
+/// Runs the learned-time safety valve (issue 45) on the nodes that run the scheduler, until shutdown.
+struct LearnedTimingGuardService: Service {
+    let guardian: LearnedTimingGuardian
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await guardian.run() }
+    }
+}

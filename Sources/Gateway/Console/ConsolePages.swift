@@ -112,33 +112,29 @@ extension Console {
                     ]
                 },
                 "hasTiming": !report.timing.isEmpty,
-                "timing": report.timing.map { week -> [String: String] in
-                    func rate(_ arm: TimingArmCounts) -> String {
-                        guard let interval = arm.readRateInterval else { return "–" }
-                        return Self.percent(arm.readRate)
-                            + " (\(Self.percent(interval.lowerBound))–\(Self.percent(interval.upperBound)))"
-                    }
-                    func median(_ arm: TimingArmCounts) -> String {
-                        guard let interval = arm.medianInterval else { return "–" }
-                        return Self.duration(arm.medianSecondsToRead)
-                            + " (\(Self.duration(interval.lowerBound))–\(Self.duration(interval.upperBound)))"
-                    }
-                    let difference = week.readRateDifferenceInterval.map { interval in
-                        String(
-                            format: "%+.1f pp (%+.1f to %+.1f)",
-                            (week.readRateDifference ?? 0) * 100,
-                            interval.lowerBound * 100,
-                            interval.upperBound * 100
-                        )
-                    }
-                    return [
-                        "week": week.weekStart.description,
-                        "learnedDeliveries": "\(week.learned.deliveries)", "learnedRate": rate(week.learned),
-                        "learnedMedian": median(week.learned), "holdoutDeliveries": "\(week.holdout.deliveries)",
-                        "holdoutRate": rate(week.holdout), "holdoutMedian": median(week.holdout),
-                        "difference": difference ?? "–",
-                    ]
-                },
+                "timingSummary": report.timingOverall?.plainSummary ?? "",
+                "timing":
+                    (report.timing.map { ($0.weekStart.description, $0) }
+                    + (report.timingOverall.map { [("whole range", $0)] } ?? [])).map {
+                        label,
+                        week -> [String: String] in
+                        let users = week.users
+                        return [
+                            "week": label,
+                            "learnedUsers": "\(users.learned.users)",
+                            "learnedDeliveries": "\(users.learned.deliveries)",
+                            "learnedWithinHour": Self.percent(users.learned.withinHourRate),
+                            "learnedRead": Self.percent(users.learned.readRate),
+                            "learnedMedian": Self.duration(week.learned.medianSecondsToRead),
+                            "holdoutUsers": "\(users.holdout.users)",
+                            "holdoutDeliveries": "\(users.holdout.deliveries)",
+                            "holdoutWithinHour": Self.percent(users.holdout.withinHourRate),
+                            "holdoutRead": Self.percent(users.holdout.readRate),
+                            "holdoutMedian": Self.duration(week.holdout.medianSecondsToRead),
+                            "withinHourDifference": users.withinHour?.points ?? "–",
+                            "readDifference": users.read?.points ?? "–",
+                        ]
+                    },
                 "chart": ConsoleChart.svg(
                     report.days,
                     title: "Deliveries assigned and read per day, \(report.range.from) to \(report.range.through)"

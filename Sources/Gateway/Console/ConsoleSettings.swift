@@ -49,6 +49,10 @@ extension Console {
             "quietEnd": values["quietEnd"] ?? "", "maxPushesPerDay": values["maxPushesPerDay"] ?? "",
             "learnedEnabled": values["learnedEnabled"] == "on", "learnedWindow": values["learnedWindow"] ?? "",
             "learnedHoldout": values["learnedHoldout"] ?? "",
+            "learnedFallback": tenant.learnedTiming.fallback.map {
+                [["since": $0.since.description, "reason": $0.reason]]
+            }
+                ?? [],
             "weekdays": (1...7).map { day -> [String: Any] in
                 [
                     "field": "weekday.\(day)", "id": "weekday-\(day)", "name": names[day - 1],
@@ -113,7 +117,8 @@ extension Console {
                 learnedTiming: LearnedTimingChanges(
                     enabled: fields["learnedEnabled"] == "on",
                     windowMinutes: window,
-                    holdoutShare: holdout
+                    holdoutShare: holdout,
+                    resume: fields["learnedResume"] == "on" ? true : nil
                 )
             )
             let updated = try await administration.updateTenant(tenant.id, settings, by: visit.actor)

@@ -32,7 +32,13 @@ extension ConsoleTemplates {
         <fieldset><legend>Learned delivery times</legend>
         <p class="muted">Each user's impulse moves, at most an hour a day, toward the half hour they read in, within the
         window around their delivery time; quiet hours and the programme's days still win. A time a user set themselves
-        is kept unless they opt in. The holdout keeps fixed times, so that the report can show the effect.</p>
+        is kept unless they opt in. The holdout keeps fixed times, so that the report can show the effect. When the
+        holdout shows learned times read within the hour significantly less often than fixed ones two weeks in a row,
+        learning pauses by itself and everyone gets their stated time.</p>
+        {{#learnedFallback}}<p id="settings-learned-fallback" class="error">Learned times are paused since {{since}}:
+        {{reason}}.</p>
+        <div><input id="settings-learned-resume" name="learnedResume" type="checkbox">
+        <label class="check" for="settings-learned-resume">Turn learning back on (judged again from next Monday)</label></div>{{/learnedFallback}}
         <div><input id="settings-learned" name="learnedEnabled" type="checkbox"{{#learnedEnabled}} checked{{/learnedEnabled}}>
         <label class="check" for="settings-learned">Learn each user's delivery time</label></div>
         <label for="settings-learned-window">Window either way (minutes, 30-360)</label>

@@ -119,16 +119,22 @@ enum ConsoleTemplates {
         <td class="num">{{readRate}}</td></tr>{{/channels}}</tbody>
         </table></div>
         {{#hasTiming}}<h2>Learned delivery times against the holdout</h2>
-        <p class="muted">Per week: each arm's daily impulses, read by the day after their push, with 95% intervals. The
-        holdout keeps fixed times; the difference is learned minus holdout.</p>
+        <p id="learned-timing-summary">{{timingSummary}}</p>
+        <p class="muted">The goal is an impulse read soon after its push: the headline is the share read within the
+        hour. The holdout keeps the times people set; both arms hold only people whose time may be learned. A
+        difference is learned minus holdout, in percentage points, with a 95% interval that counts people, not
+        pushes (one person's days are alike); an interval that leaves out 0 is a real difference.</p>
         <div class="table-wrap"><table id="learned-timing">
-        <thead><tr><th scope="col">Week of</th><th scope="col">Arm</th><th class="num" scope="col">Deliveries</th>
-        <th class="num" scope="col">Read rate</th><th class="num" scope="col">Median to read</th>
-        <th class="num" scope="col">Difference</th></tr></thead>
-        <tbody>{{#timing}}<tr><th scope="row" rowspan="2">{{week}}</th><td>learned</td><td class="num">{{learnedDeliveries}}</td>
-        <td class="num">{{learnedRate}}</td><td class="num">{{learnedMedian}}</td><td class="num" rowspan="2">{{difference}}</td></tr>
-        <tr><td>holdout</td><td class="num">{{holdoutDeliveries}}</td><td class="num">{{holdoutRate}}</td>
-        <td class="num">{{holdoutMedian}}</td></tr>{{/timing}}</tbody>
+        <thead><tr><th scope="col">Week of</th><th scope="col">Arm</th><th class="num" scope="col">People</th>
+        <th class="num" scope="col">Deliveries</th><th class="num" scope="col">Read within the hour</th>
+        <th class="num" scope="col">Read at all</th><th class="num" scope="col">Median to read</th>
+        <th class="num" scope="col">Difference within the hour</th><th class="num" scope="col">Difference read at all</th></tr></thead>
+        <tbody>{{#timing}}<tr><th scope="row" rowspan="2">{{week}}</th><td>learned</td><td class="num">{{learnedUsers}}</td>
+        <td class="num">{{learnedDeliveries}}</td><td class="num">{{learnedWithinHour}}</td><td class="num">{{learnedRead}}</td>
+        <td class="num">{{learnedMedian}}</td><td class="num" rowspan="2">{{withinHourDifference}}</td>
+        <td class="num" rowspan="2">{{readDifference}}</td></tr>
+        <tr><td>holdout</td><td class="num">{{holdoutUsers}}</td><td class="num">{{holdoutDeliveries}}</td>
+        <td class="num">{{holdoutWithinHour}}</td><td class="num">{{holdoutRead}}</td><td class="num">{{holdoutMedian}}</td></tr>{{/timing}}</tbody>
         </table></div>{{/hasTiming}}
         <h2>Per impulse</h2>
         <div class="table-wrap"><table>

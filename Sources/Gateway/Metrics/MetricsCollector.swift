@@ -153,7 +153,7 @@ final class MetricsCollector: Sendable {
     /// Per tenant and channel, whatever the tenant did since the start: whether the channel refuses its credential
     /// (its pushes there are paused), and the push counters an alert's rate needs, at 0 from the first scrape (a
     /// counter that first appears at its final value has no rate, and a series that does not exist makes an `and`
-    /// empty). Per tenant, the webhook events waiting.
+    /// empty). Per tenant, the webhook events waiting, and whether learned delivery times fell back.
     private func refreshTenants() async {
         typealias Name = BrokerMetrics.Name
         guard let tenants, let all = try? await tenants.tenants() else { return }
@@ -178,6 +178,11 @@ final class MetricsCollector: Sendable {
                         [("tenant", label), ("channel", channel.rawValue), ("outcome", outcome), ("reason", "")]
                     ).increment(by: 0)
                 }
+            }
+            // 1 while the safety valve keeps a tenant that learns delivery times on stated times (0: learning).
+            if tenant.learnedTiming.enabled {
+                metrics.gauge(Name.learnedTimingFallback, [("tenant", label)])
+                    .record(tenant.learnedTiming.fallback == nil ? 0 : 1)
             }
             if let pending = try? await tenants.pendingWebhookEvents(tenant: tenant.id) {
                 metrics.gauge(Name.webhookOutboxPending, [("tenant", label)]).record(pending.values.reduce(0, +))

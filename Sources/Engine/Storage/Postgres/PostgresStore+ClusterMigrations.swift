@@ -191,5 +191,27 @@ extension PostgresStore {
                 "ALTER TABLE deliveries ADD COLUMN pushed_devices text"
             ]
         ),
+        Migration(
+            version: 22,
+            name: "timing-user-weeks",
+            statements: [
+                // The holdout comparison per user and week (issue 45): its intervals count users, not deliveries. A
+                // table of its own, which the previous release's nodes never read; a user's erasure removes their
+                // rows through the foreign key.
+                """
+                CREATE TABLE timing_user_weeks (
+                    tenant_id text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                    user_id bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    week text NOT NULL,
+                    arm integer NOT NULL,
+                    deliveries bigint NOT NULL DEFAULT 0,
+                    within_hour bigint NOT NULL DEFAULT 0,
+                    read bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (tenant_id, week, user_id)
+                )
+                """,
+                "CREATE INDEX timing_user_weeks_user ON timing_user_weeks (user_id)",
+            ]
+        ),
     ]
 }

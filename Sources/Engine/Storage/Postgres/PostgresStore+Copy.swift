@@ -127,6 +127,13 @@ extension PostgresStore {
             [("tenant_id", .text), ("day", .text), ("arm", .integer), ("bucket", .integer), ("deliveries", .integer)]
         ),
         (
+            "timing_user_weeks",
+            [
+                ("tenant_id", .text), ("user_id", .integer), ("week", .text), ("arm", .integer),
+                ("deliveries", .integer), ("within_hour", .integer), ("read", .integer),
+            ]
+        ),
+        (
             "reminders",
             [
                 ("id", .integer), ("tenant_id", .text), ("user_id", .integer), ("impulse_id", .text),

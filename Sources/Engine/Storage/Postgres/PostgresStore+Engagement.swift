@@ -168,6 +168,27 @@ extension PostgresStore {
                     count: try row.at(3)
                 )
             }
+            // The weeks the range touches: from the Monday of its first day.
+            let firstWeek = from.adding(days: 1 - from.isoWeekday).description
+            for row in try await connection.rows(
+                """
+                SELECT user_id, week, arm, deliveries, within_hour, read FROM timing_user_weeks
+                WHERE tenant_id = \(id) AND week BETWEEN \(firstWeek) AND \(last)
+                """,
+                logger
+            ) {
+                guard let week = try? LocalDate(parsing: try row.at(1, as: String.self)) else { continue }
+                records.timingUsers.append(
+                    TimingUserWeek(
+                        user: UserID(try row.at(0, as: Int64.self)),
+                        week: week,
+                        holdout: try row.at(2, as: Int.self) == 1,
+                        deliveries: try row.at(3),
+                        withinHour: try row.at(4),
+                        read: try row.at(5)
+                    )
+                )
+            }
             return records
         }
     }

@@ -97,6 +97,7 @@ extension PostgresStore {
     func writeTimings(_ updates: [ScheduleUpdate], _ connection: PostgresConnection) async throws {
         var population: [TenantID: ReadEvidence] = [:]
         var outcomes: [TimingOutcomeKey: Int] = [:]
+        var userWeeks: [TimingUserWeekKey: [Int]] = [:]
         for update in updates {
             guard let write = update.timing else { continue }
             let timing = write.timing
@@ -121,7 +122,7 @@ extension PostgresStore {
             )
             guard written > 0 else { continue }
             population[update.tenant, default: ReadEvidence()].add(write.added)
-            for outcome in write.outcomes { outcomes[TimingOutcomeKey(update.tenant, outcome), default: 0] += 1 }
+            write.tally(tenant: update.tenant, user: update.user, days: &outcomes, users: &userWeeks)
         }
         for tenant in population.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             for cell in population[tenant]?.cells ?? [] {
@@ -147,6 +148,27 @@ extension PostgresStore {
                 logger
             )
         }
+        // Per user and week, in one statement (a batch's users), in key order.
+        let rows = userWeeks.sorted { $0.key < $1.key }
+        guard !rows.isEmpty else { return }
+        let (tenants, users, weeks, arms) = (
+            rows.map(\.key.tenant.rawValue), rows.map(\.key.user), rows.map(\.key.week), rows.map { Int64($0.key.arm) }
+        )
+        let (deliveries, withinHour, read) = (
+            rows.map { Int64($0.value[0]) }, rows.map { Int64($0.value[1]) }, rows.map { Int64($0.value[2]) }
+        )
+        try await connection.run(
+            """
+            INSERT INTO timing_user_weeks (tenant_id, user_id, week, arm, deliveries, within_hour, read)
+            SELECT * FROM unnest(\(tenants)::text[], \(users)::bigint[], \(weeks)::text[], \(arms)::integer[],
+                \(deliveries)::bigint[], \(withinHour)::bigint[], \(read)::bigint[])
+            ON CONFLICT (tenant_id, week, user_id) DO UPDATE SET arm = excluded.arm,
+                deliveries = timing_user_weeks.deliveries + excluded.deliveries,
+                within_hour = timing_user_weeks.within_hour + excluded.within_hour,
+                read = timing_user_weeks.read + excluded.read
+            """,
+            logger
+        )
     }
 
     static func userTiming(from row: PostgresRandomAccessRow) throws -> UserTiming {
