@@ -7,7 +7,7 @@ import Testing
 /// The learned-time model asked directly in every reader world on a held-out seed (issue 45): the constants were
 /// chosen on seeds 1-3 of some families (BENCHMARKS.md); these seeds were not looked at. The holdout report's
 /// estimate is checked against the simulation's truth in each. The real path's numbers are broker-bench's.
-@Suite("Learned delivery time in reader worlds it was not tuned on")
+@Suite("Learned delivery time in reader worlds it was not tuned on", .serialized)
 struct LearnedTimingWorldsTests {
     static let environment = ProcessInfo.processInfo.environment
     static let families =

@@ -9,7 +9,7 @@ import Testing
 /// the model was not tuned on (held-out seeds) over 60 days on SQLite, the scheduler ticked every half hour, pushes
 /// and reads recorded in the ledger as they happen, the outcomes folded in by the scheduler. BENCHMARKS.md records
 /// every family at 600 readers (`broker-bench --scenarios learned-timing`).
-@Suite("Learned delivery times, simulated through the scheduler and ledger", .timeLimit(.minutes(10)))
+@Suite("Learned delivery times, simulated through the scheduler and ledger", .serialized, .timeLimit(.minutes(10)))
 struct TimingSimulationTests {
     @Test(
         "Held-out worlds: learned above fixed times on days 22-60, days 1-7 at least 98% of fixed; nothing in quiet hours, outside the window or on excluded days, no day missed",
