@@ -31,7 +31,7 @@ public struct TimingSimulation: Sendable {
     /// Monday 2026-01-05, 00:00 UTC.
     public static let start = Date(timeIntervalSince1970: 1_767_571_200)
 
-    /// Runs the world; `users` gets each reader's user id, by reader index (the caller's reports need them).
+    /// Runs the world and scores every delivery it recorded.
     public func run(store: any BrokerStore, recorded: Recorded, logger: Logger) async throws -> WorldScore {
         let tenantID = try TenantID(Self.tenantName)
         var tenant = try Tenant(
