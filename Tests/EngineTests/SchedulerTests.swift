@@ -272,6 +272,33 @@ struct SchedulerTests {
     }
 
     @Test(
+        "A tenant's change is planned with its new settings though the scheduler's cache still holds the old ones",
+        arguments: StoreKind.allCases
+    )
+    func tenantChangeWithStaleCache(_ kind: StoreKind) async throws {
+        let f = try await StoreFixture.make(kind)
+        let (_, _, scheduler) = stack(f, transport: ScriptedTransport())
+        let now = try utc("2026-11-23T05:00:00Z")
+        try await f.store.setPreferences(
+            tenant: f.acme,
+            user: f.a.id,
+            language: nil,
+            preferences: DeliveryPreferences(timeZone: "UTC", deliveryTime: nil)
+        )
+        try await scheduler.tick(now: now)  // plans a at the tenant's default time; the cache holds the tenant
+        let before = try #require(try await f.store.tenant(f.acme)).defaultDeliveryTime
+        #expect(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id)?.fireAt.timeIntervalSince1970 ?? 0 > 0)
+        // Changed as another node's admin API changes it: in the store, with the rows asking to be planned, and no
+        // word to this scheduler's cache (the change feed has not reached it yet).
+        let administration = Administration(store: f.store, hashPassword: { password, _ in password }, now: { now })
+        let changed = before == (try LocalTime(parsing: "10:30")) ? "11:30" : "10:30"
+        _ = try await administration.updateTenant(f.acme, TenantSettings(deliveryTime: changed), by: .commandLine)
+        try await scheduler.tick(now: now)
+        let row = try #require(try await f.store.scheduleEntry(tenant: f.acme, user: f.a.id))
+        #expect(row.fireAt == (try utc("2026-11-23T\(changed):00Z")), "planned with the settings from before")
+    }
+
+    @Test(
         "A preference change replans the row; a disabled user leaves the index until enabled again",
         arguments: StoreKind.allCases
     )

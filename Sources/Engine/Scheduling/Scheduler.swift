@@ -360,6 +360,13 @@ public actor Scheduler {
         // Each tenant is resolved once per batch, not once per due row: a `Tenant` is a dozen strings, and copying
         // it (with its catalog) for each of thousands of rows showed in the burst's profile.
         var resolved: [TenantID: (tenant: Tenant, catalog: CatalogIndex)?] = [:]
+        // A row at fire time 0 asks to be planned after a change, written with the change in one transaction: its
+        // tenant is read afresh, not from the cache, which may hold the settings from before (until this process's
+        // own write forgets them, or another node's change reaches it by the change feed). Planned with those, the
+        // row would keep the old settings until its next day.
+        for tenant in Set(due.lazy.filter { $0.fireAt.timeIntervalSince1970 == 0 }.map(\.tenant)) {
+            catalog.forget(tenant)
+        }
         for entry in due where resolved[entry.tenant] == nil {
             resolved[entry.tenant] = .some(try await tenantState(entry.tenant))
         }
