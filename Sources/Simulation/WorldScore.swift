@@ -102,34 +102,33 @@ struct ScoredReader: Sendable {
     let quietHours: QuietHours
     let programme: Weekdays
     let window: Int
+    /// The times the model may choose on a day: as ``LearnedTiming``'s candidates (each half hour's start in the
+    /// window, the stated minute in its own half hour, none in the quiet hours).
+    let candidates: [LocalTime]
 
     init(_ index: Int, _ world: any ReaderWorld, window: Int) {
         self.index = index
         reader = world.readers[index]
         zone = TimeZone(identifier: reader.timeZone) ?? TimeZone(secondsFromGMT: 0)!
-        quietHours = reader.quietHours ?? world.tenantQuietHours
+        let quietHours = reader.quietHours ?? world.tenantQuietHours
+        self.quietHours = quietHours
         programme = reader.weekdays.meeting(world.tenantWeekdays)
         self.window = window
-    }
-
-    /// The instant a push for a wall time on a date goes out, as the scheduler resolves it: in the reader's zone
-    /// (a time in a gap: the gap's end), a time in the quiet hours at their end.
-    func instant(_ date: LocalDate, _ time: LocalTime) -> Date? {
-        DailySchedule(timeZone: zone, deliveryTime: time, quietHours: quietHours).fireInstant(for: date)
-    }
-
-    /// The times the model may choose on a day: as ``LearnedTiming``'s candidates (each half hour's start in the
-    /// window, the stated minute in its own half hour, none in the quiet hours).
-    var candidates: [LocalTime] {
         let stated = reader.stated.minuteOfDay
         let statedSlot = stated / 30
-        return (0..<48).compactMap { slot in
+        candidates = (0..<48).compactMap { slot in
             let minute = slot == statedSlot ? stated : slot * 30
             guard abs(minute - stated) <= window, let time = try? LocalTime(minuteOfDay: minute),
                 !quietHours.contains(time)
             else { return nil }
             return time
         }
+    }
+
+    /// The instant a push for a wall time on a date goes out, as the scheduler resolves it: in the reader's zone
+    /// (a time in a gap: the gap's end), a time in the quiet hours at their end.
+    func instant(_ date: LocalDate, _ time: LocalTime) -> Date? {
+        DailySchedule(timeZone: zone, deliveryTime: time, quietHours: quietHours).fireInstant(for: date)
     }
 
     /// The oracle's instant on a date: the allowed time with the best chance of a read within the hour.

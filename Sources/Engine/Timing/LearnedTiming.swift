@@ -123,8 +123,8 @@ public struct PopulationPrior: Sendable, Equatable {
     /// population's overall rate (a tenant without any, 0.5: nothing is known).
     public init(_ population: ReadEvidence, smoothingMinutes: Double = LearnedTiming().smoothingMinutes) {
         let overall: Double = {
-            let reads = population.reads.joined().reduce(0, +)
-            let all = reads + population.misses.joined().reduce(0, +)
+            let reads = ReadEvidence.total(population.reads)
+            let all = reads + ReadEvidence.total(population.misses)
             return all > 0 ? reads / all : 0.5
         }()
         self.overall = overall
@@ -148,15 +148,20 @@ public struct PopulationPrior: Sendable, Equatable {
         return (-radius...radius).map { exp(-Double($0 * $0) / (2 * sigma * sigma)) }
     }
 
+    /// Plain index loops: the model runs for every learning user of a batch, and the simulations run it millions of
+    /// times in debug builds, where sequence adaptors (`enumerated`, `zip`, `joined`) cost several times the sums.
     static func smooth(_ values: [Double], kernel: [Double]) -> [Double] {
-        (0..<values.count).map { slot in
+        let half = kernel.count / 2
+        var result = [Double](repeating: 0, count: values.count)
+        for slot in 0..<values.count {
             var sum = 0.0
-            for (offset, weight) in kernel.enumerated() {
-                let other = slot + offset - kernel.count / 2
-                if values.indices.contains(other) { sum += weight * values[other] }
+            for offset in 0..<kernel.count {
+                let other = slot + offset - half
+                if other >= 0, other < values.count { sum += kernel[offset] * values[other] }
             }
-            return sum
+            result[slot] = sum
         }
+        return result
     }
 }
 
@@ -276,13 +281,18 @@ extension LearnedTiming {
         let apart = subject.evidence.deliveries(kind) >= separateKindsAfter
         let (seenReads, seenMisses) = subject.evidence.counts(apart ? kind : nil)
         let inferred = subject.evidence.inferred(apart ? kind : nil, trust: inferredTrust)
-        let reads = zip(seenReads, inferred.reads).map { $0 + $1 }
-        let misses = zip(seenMisses, inferred.misses).map { $0 + $1 }
+        var reads = seenReads
+        var misses = seenMisses
+        for slot in 0..<TimingSlot.count {
+            reads[slot] += inferred.reads[slot]
+            misses[slot] += inferred.misses[slot]
+        }
         let kernel = PopulationPrior.kernel(sigmaMinutes: smoothingMinutes)
         let smoothedReads = PopulationPrior.smooth(reads, kernel: kernel)
         let smoothedMisses = PopulationPrior.smooth(misses, kernel: kernel)
         // The user's level: their reads among all their evidence, pulled toward the population's by one delivery.
-        let own = (reads.reduce(0, +) + prior.overall) / (reads.reduce(0, +) + misses.reduce(0, +) + 1)
+        let readSum = ReadEvidence.sum(reads)
+        let own = (readSum + prior.overall) / (readSum + ReadEvidence.sum(misses) + 1)
         let rates = prior.rates[kind.rawValue]
         return (0..<TimingSlot.count).map { slot in
             // The population may lower a slot's prior below the user's own level (few people read then), never

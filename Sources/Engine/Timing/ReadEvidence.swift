@@ -116,7 +116,27 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
     }
 
     /// The faded weight of reads of both kinds, seen and inferred: how much reading there is to learn from.
-    public var readWeight: Double { reads.joined().reduce(0, +) + inferredReads.joined().reduce(0, +) }
+    public var readWeight: Double { Self.total(reads) + Self.total(inferredReads) }
+
+    /// The sum of every count, kind by kind and slot by slot (the order `joined().reduce(0, +)` adds in).
+    static func total(_ counts: [[Double]]) -> Double {
+        var sum = 0.0
+        for row in counts {
+            for index in 0..<row.count { sum += row[index] }
+        }
+        return sum
+    }
+
+    private static func add(_ values: inout [Double], _ other: [Double]) {
+        for index in 0..<values.count { values[index] += other[index] }
+    }
+
+    /// The sum of `values`, first to last.
+    static func sum(_ values: [Double]) -> Double {
+        var sum = 0.0
+        for index in 0..<values.count { sum += values[index] }
+        return sum
+    }
 
     private mutating func tally(_ slot: TimingSlot, _ kind: DayKind, read: Bool, weight: Double) {
         if read {
@@ -142,10 +162,12 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
     /// The evidence of `kind` alone, or of both kinds together: `(reads, misses)` per slot.
     func counts(_ kind: DayKind?) -> (reads: [Double], misses: [Double]) {
         guard let kind else {
-            return (
-                zip(reads[0], reads[1]).map { $0 + $1 },
-                zip(misses[0], misses[1]).map { $0 + $1 }
-            )
+            var both = (reads: reads[0], misses: misses[0])
+            for slot in 0..<TimingSlot.count {
+                both.reads[slot] += reads[1][slot]
+                both.misses[slot] += misses[1][slot]
+            }
+            return both
         }
         return (reads[kind.rawValue], misses[kind.rawValue])
     }
@@ -158,10 +180,17 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
             misses: [Double](repeating: 0, count: TimingSlot.count)
         )
         for slot in 0..<TimingSlot.count {
-            let own = kinds.reduce(0.0) { $0 + reads[$1][slot] + misses[$1][slot] }
+            var own = 0.0
+            var inferredRead = 0.0
+            var inferredMiss = 0.0
+            for kind in kinds {
+                own = own + reads[kind][slot] + misses[kind][slot]
+                inferredRead += inferredReads[kind][slot]
+                inferredMiss += inferredMisses[kind][slot]
+            }
             let weight = trust / (trust + own)
-            result.reads[slot] = weight * kinds.reduce(0.0) { $0 + inferredReads[$1][slot] }
-            result.misses[slot] = weight * kinds.reduce(0.0) { $0 + inferredMisses[$1][slot] }
+            result.reads[slot] = weight * inferredRead
+            result.misses[slot] = weight * inferredMiss
         }
         return result
     }
@@ -171,12 +200,10 @@ public struct ReadEvidence: Sendable, Equatable, Codable {
         deliveryCounts = zip(deliveryCounts, other.deliveryCounts).map { $0 + $1 }
         readCount += other.readCount
         for kind in 0..<reads.count {
-            for slot in 0..<TimingSlot.count {
-                reads[kind][slot] += other.reads[kind][slot]
-                misses[kind][slot] += other.misses[kind][slot]
-                inferredReads[kind][slot] += other.inferredReads[kind][slot]
-                inferredMisses[kind][slot] += other.inferredMisses[kind][slot]
-            }
+            Self.add(&reads[kind], other.reads[kind])
+            Self.add(&misses[kind], other.misses[kind])
+            Self.add(&inferredReads[kind], other.inferredReads[kind])
+            Self.add(&inferredMisses[kind], other.inferredMisses[kind])
         }
     }
 }
