@@ -88,9 +88,11 @@ enum LearnedTimingScenario {
             [
                 "learned": finite(tally.rate(tally.learned)), "fixed": finite(tally.rate(tally.fixed)),
                 "oracle": finite(tally.rate(tally.oracle)), "pushes": tally.pushes,
-                "learnedAgainstOracle": finite(tally.learnedAgainstOracle),
-                "learnedAgainstFixed": finite(tally.learnedAgainstFixed),
-                "oracleAgainstFixed": finite(tally.oracleAgainstFixed),
+                // null where the denominator read nothing (the summary prints "-").
+                "learnedAgainstOracle": WorldScore.Tally.ratio(tally.learned, tally.oracle).map { $0 as Any }
+                    ?? NSNull(),
+                "learnedAgainstFixed": WorldScore.Tally.ratio(tally.learned, tally.fixed).map { $0 as Any } ?? NSNull(),
+                "oracleAgainstFixed": WorldScore.Tally.ratio(tally.oracle, tally.fixed).map { $0 as Any } ?? NSNull(),
             ]
         }
         var run: [String: Any] = [

@@ -26,17 +26,17 @@ public struct WorldScore: Sendable, CustomStringConvertible {
             if oracle { self.oracle += 1 }
         }
 
+        /// `reads` against `others`, nil where `others` is none (never-readers: the oracle reads nothing either, and
+        /// 0.000 "of the oracle" said the opposite of what happened).
+        public static func ratio(_ reads: Int, _ others: Int) -> Double? {
+            others > 0 ? Double(reads) / Double(others) : nil
+        }
+
         public var summary: String {
-            String(
-                format: "learned %.3f fixed %.3f oracle %.3f (l/o %.3f, l/f %.3f, o/f %.3f; %d pushes)",
-                rate(learned),
-                rate(fixed),
-                rate(oracle),
-                learnedAgainstOracle,
-                learnedAgainstFixed,
-                oracleAgainstFixed,
-                pushes
-            )
+            func text(_ ratio: Double?) -> String { ratio.map { String(format: "%.3f", $0) } ?? "-" }
+            return String(format: "learned %.3f fixed %.3f oracle %.3f", rate(learned), rate(fixed), rate(oracle))
+                + " (l/o \(text(Self.ratio(learned, oracle))), l/f \(text(Self.ratio(learned, fixed))),"
+                + " o/f \(text(Self.ratio(oracle, fixed))); \(pushes) pushes)"
         }
     }
 
