@@ -84,15 +84,15 @@ enum LearnedTimingScenario {
     ) -> [String: Any] {
         // JSON has no NaN.
         func finite(_ value: Double) -> Double { value.isFinite ? value : 0 }
+        // null where the denominator read nothing (the summary prints "-").
+        func ratio(_ reads: Int, _ others: Int) -> Any { WorldScore.Tally.ratio(reads, others) ?? NSNull() }
         func rates(_ tally: WorldScore.Tally) -> [String: Any] {
             [
                 "learned": finite(tally.rate(tally.learned)), "fixed": finite(tally.rate(tally.fixed)),
                 "oracle": finite(tally.rate(tally.oracle)), "pushes": tally.pushes,
-                // null where the denominator read nothing (the summary prints "-").
-                "learnedAgainstOracle": WorldScore.Tally.ratio(tally.learned, tally.oracle).map { $0 as Any }
-                    ?? NSNull(),
-                "learnedAgainstFixed": WorldScore.Tally.ratio(tally.learned, tally.fixed).map { $0 as Any } ?? NSNull(),
-                "oracleAgainstFixed": WorldScore.Tally.ratio(tally.oracle, tally.fixed).map { $0 as Any } ?? NSNull(),
+                "learnedAgainstOracle": ratio(tally.learned, tally.oracle),
+                "learnedAgainstFixed": ratio(tally.learned, tally.fixed),
+                "oracleAgainstFixed": ratio(tally.oracle, tally.fixed),
             ]
         }
         var run: [String: Any] = [

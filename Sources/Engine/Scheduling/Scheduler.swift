@@ -23,7 +23,7 @@ public actor Scheduler {
     private let metrics: BrokerMetrics
     private let counters = Mutex(SchedulerStatistics())
     /// Tenants and impulses: the ledger's, the one cache of them in the process.
-    private let catalog: CatalogCache
+    let catalog: CatalogCache
     /// Failed passes in a row (a full disk, a store that is down): they pause the dispatch, doubling, jittered.
     private var streak: FailureStreak
     /// The streak as inspection sees it, readable without waiting for the actor.
@@ -357,19 +357,7 @@ public actor Scheduler {
         var updates: [ScheduleUpdate] = []
         var deliverable: [(entry: ScheduleEntry, date: LocalDate, next: PlannedFire?, tally: DayTally?)] = []
         var statistics = SchedulerStatistics()
-        // Each tenant is resolved once per batch, not once per due row: a `Tenant` is a dozen strings, and copying
-        // it (with its catalog) for each of thousands of rows showed in the burst's profile.
-        var resolved: [TenantID: (tenant: Tenant, catalog: CatalogIndex)?] = [:]
-        // A row at fire time 0 asks to be planned after a change, written with the change in one transaction: its
-        // tenant is read afresh, not from the cache, which may hold the settings from before (until this process's
-        // own write forgets them, or another node's change reaches it by the change feed). Planned with those, the
-        // row would keep the old settings until its next day.
-        for tenant in Set(due.lazy.filter { $0.fireAt.timeIntervalSince1970 == 0 }.map(\.tenant)) {
-            catalog.forget(tenant)
-        }
-        for entry in due where resolved[entry.tenant] == nil {
-            resolved[entry.tenant] = .some(try await tenantState(entry.tenant))
-        }
+        let resolved = try await tenants(of: due)
         // Tenants that learn delivery times: each row gets its user's state, with the days since folded in.
         let (due, folded) = try await learnedTiming(due, tenants: resolved.compactMapValues { $0?.tenant }, now: now)
         for entry in due {
@@ -497,33 +485,5 @@ public actor Scheduler {
 
     private func tenantState(_ id: TenantID) async throws -> (tenant: Tenant, catalog: CatalogIndex)? {
         try await catalog.tenantState(id)
-    }
-}
-
-extension ScheduleUpdate {
-    /// Moves a row without recording a delivery (planning, a stale day, parking: `next` nil).
-    static func move(_ entry: ScheduleEntry, to next: PlannedFire?, tally: DayTally? = nil) -> ScheduleUpdate {
-        ScheduleUpdate(
-            tenant: entry.tenant,
-            user: entry.user,
-            expectedFireAt: entry.fireAt,
-            delivery: nil,
-            next: next,
-            tally: tally
-        )
-    }
-}
-
-extension SchedulerStatistics {
-    mutating func add(_ other: SchedulerStatistics) {
-        due += other.due
-        assigned += other.assigned
-        alreadyAssigned += other.alreadyAssigned
-        skippedStale += other.skippedStale
-        skippedNoImpulse += other.skippedNoImpulse
-        remindersFired += other.remindersFired
-        requeued += other.requeued
-        planned += other.planned
-        parked += other.parked
     }
 }
