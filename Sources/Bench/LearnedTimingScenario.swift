@@ -36,7 +36,9 @@ enum LearnedTimingScenario {
                 }
                 let elapsed = started.duration(to: .now)
                 FileHandle.standardError.write(Data("\(score)\n".utf8))
-                runs.append(summary(score, readers: readers, days: days, elapsed: elapsed, modelAlone: modelAlone))
+                var run = summary(score, readers: readers, days: days, elapsed: elapsed, modelAlone: modelAlone)
+                run["fullInformation"] = fullInformation(world, days: days, window: model.windowMinutes)
+                runs.append(run)
             }
         }
         return runs
@@ -75,6 +77,47 @@ enum LearnedTimingScenario {
         return score
     }
 
+    /// The yardstick beside the learned time (``FullInformationReference``): a learner shown every allowed time's
+    /// outcome each day, each variant's days 22 on, and the best variant's in hindsight.
+    static func fullInformation(_ world: any ReaderWorld, days: Int, window: Int) -> [String: Any] {
+        let results = FullInformationReference(days: days, window: window).run(world)
+        guard let best = results.max(by: { $0.late.learned < $1.late.learned }) else { return [:] }
+        var lines = ["  full information, best of \(results.count) (\(best.variant)): \(best.late.summary)"]
+        for (group, tally) in best.groups.sorted(by: { $0.key < $1.key }) {
+            lines.append("    \(group): \(tally.summary)")
+        }
+        // After a move, the variant best there (fading fast helps there and costs elsewhere).
+        let moved = results.max(by: { $0.afterMove.learned < $1.afterMove.learned }) ?? best
+        if moved.afterMove.pushes > 0 {
+            lines.append("    14 days after a move on, best (\(moved.variant)): \(moved.afterMove.summary)")
+        }
+        FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        return [
+            "best": String(describing: best.variant), "days22on": rates(best.late),
+            "groups": best.groups.mapValues(rates), "afterMove": rates(moved.afterMove),
+            "afterMoveBest": String(describing: moved.variant),
+            "variants": Dictionary(
+                results.map { (String(describing: $0.variant), rates($0.late)) },
+                uniquingKeysWith: { first, _ in first }
+            ),
+        ]
+    }
+
+    // JSON has no NaN.
+    static func finite(_ value: Double) -> Double { value.isFinite ? value : 0 }
+
+    /// A tally's rates; ratios null where the denominator read nothing (the summary prints "-").
+    static func rates(_ tally: WorldScore.Tally) -> [String: Any] {
+        func ratio(_ reads: Int, _ others: Int) -> Any { WorldScore.Tally.ratio(reads, others) ?? NSNull() }
+        return [
+            "learned": finite(tally.rate(tally.learned)), "fixed": finite(tally.rate(tally.fixed)),
+            "oracle": finite(tally.rate(tally.oracle)), "pushes": tally.pushes,
+            "learnedAgainstOracle": ratio(tally.learned, tally.oracle),
+            "learnedAgainstFixed": ratio(tally.learned, tally.fixed),
+            "oracleAgainstFixed": ratio(tally.oracle, tally.fixed),
+        ]
+    }
+
     static func summary(
         _ score: WorldScore,
         readers: Int,
@@ -82,19 +125,6 @@ enum LearnedTimingScenario {
         elapsed: Duration,
         modelAlone: Bool
     ) -> [String: Any] {
-        // JSON has no NaN.
-        func finite(_ value: Double) -> Double { value.isFinite ? value : 0 }
-        // null where the denominator read nothing (the summary prints "-").
-        func ratio(_ reads: Int, _ others: Int) -> Any { WorldScore.Tally.ratio(reads, others) ?? NSNull() }
-        func rates(_ tally: WorldScore.Tally) -> [String: Any] {
-            [
-                "learned": finite(tally.rate(tally.learned)), "fixed": finite(tally.rate(tally.fixed)),
-                "oracle": finite(tally.rate(tally.oracle)), "pushes": tally.pushes,
-                "learnedAgainstOracle": ratio(tally.learned, tally.oracle),
-                "learnedAgainstFixed": ratio(tally.learned, tally.fixed),
-                "oracleAgainstFixed": ratio(tally.oracle, tally.fixed),
-            ]
-        }
         var run: [String: Any] = [
             "family": score.family, "seed": Int(score.seed), "readers": readers, "days": days,
             "path": modelAlone ? "model alone" : "scheduler and ledger",
