@@ -43,6 +43,25 @@ struct StrictInputTests {
             let settings = try await asOperator(broker, .PATCH, "/admin/v1/tenants/acme", #"{"nmae": "Acme Two"}"#)
             #expect(settings.status == 400 && settings.text.contains("nmae"), "\(settings.text)")
             #expect(try await broker.store.tenant(Fixture.acme)?.name != "Acme Two")
+            // Inside a member that is an object of its own (found by schemathesis: a member named "\u{8e}" in
+            // learnedTiming answered 200), and a null there, which would read as "leave it".
+            for body in [
+                #"{"learnedTiming": {"holdoutShare": 0.2, "windowMinutes": 30, "\u008e": []}}"#,
+                #"{"learnedTiming": {"enabled": null}}"#,
+            ] {
+                let nested = try await asOperator(broker, .PATCH, "/admin/v1/tenants/acme", body)
+                #expect(nested.status == 400, "\(body): \(nested.text)")
+                #expect(nested.text.contains("learnedTiming."), "\(nested.text)")
+            }
+            let timing = try #require(try await broker.store.tenant(Fixture.acme)?.learnedTiming)
+            #expect(timing.windowMinutes != 30 && timing.holdoutShare != 0.2, "\(timing)")
+            let known = try await asOperator(
+                broker,
+                .PATCH,
+                "/admin/v1/tenants/acme",
+                #"{"learnedTiming": {"holdoutShare": 0.2, "windowMinutes": 30}}"#
+            )
+            #expect(known.status == 200, "\(known.text)")
             // The right spelling is taken.
             let fixed = try await asOperator(
                 broker,

@@ -167,10 +167,11 @@ struct AdminAPI: Sendable {
         }
     }
 
-    /// Decodes an admin request's JSON body; a member given as `null` is refused (400, naming it) rather than
-    /// read as absent: in a change, "absent" means "leave it", and `null` would say something else.
     /// Decodes an admin API body whose members are those of `schema` in the OpenAPI document: a member it does
-    /// not have (`timezone` for `timeZone`) is refused with 400 `unknown-member` naming it, not ignored.
+    /// not have (`timezone` for `timeZone`) is refused with 400 `unknown-member` naming it, not ignored; so is one
+    /// inside a member that is an object of a closed shape (`learnedTiming.windowMinute`). A member given as `null`
+    /// is refused (400, naming it) rather than read as absent: in a change, "absent" means "leave it", and `null`
+    /// would say something else.
     static func decode<T: Decodable>(
         _ api: RESTAPI,
         _ type: T.Type,
@@ -180,20 +181,39 @@ struct AdminAPI: Sendable {
         var request = request
         let buffer = try await request.collectBody(upTo: api.configuration.maxBodySize)
         if let object = try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any] {
-            if let member = object.first(where: { $0.value is NSNull })?.key {
-                throw Problem.badRequest("malformed body: \(member) must not be null", code: "malformed-body")
-            }
-            let known = OpenAPIDocument.members(of: schema)
-            let unknown = object.keys.filter { !known.contains($0) }.sorted()
-            if !unknown.isEmpty {
-                throw Problem.badRequest(
-                    "unknown member\(unknown.count == 1 ? "" : "s") \(unknown.joined(separator: ", ")); "
-                        + "this body takes \(known.sorted().joined(separator: ", "))",
-                    code: "unknown-member"
-                )
-            }
+            try checkMembers(
+                object,
+                OpenAPIDocument.shape(of: schema) ?? .init(members: [], nested: [:]),
+                path: ""
+            )
         }
         return try await api.decode(type, from: request)
+    }
+
+    /// `object` against `shape`, and each member that has a shape of its own (an array's objects each); `path` is
+    /// where `object` sits in the body ("" for the body itself), for the message.
+    static func checkMembers(_ object: [String: Any], _ shape: OpenAPIDocument.Shape, path: String) throws {
+        if let member = object.keys.sorted().first(where: { object[$0] is NSNull }) {
+            throw Problem.badRequest("malformed body: \(path)\(member) must not be null", code: "malformed-body")
+        }
+        let unknown = object.keys.filter { !shape.members.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            let what = path.isEmpty ? "this body" : String(path.dropLast())
+            throw Problem.badRequest(
+                "unknown member\(unknown.count == 1 ? "" : "s") \(unknown.map { path + $0 }.joined(separator: ", ")); "
+                    + "\(what) takes \(shape.members.sorted().joined(separator: ", "))",
+                code: "unknown-member"
+            )
+        }
+        for (member, inner) in shape.nested {
+            if let value = object[member] as? [String: Any] {
+                try checkMembers(value, inner, path: path + member + ".")
+            } else if let values = object[member] as? [Any] {
+                for case let (index, value as [String: Any]) in values.enumerated() {
+                    try checkMembers(value, inner, path: path + "\(member)[\(index)].")
+                }
+            }
+        }
     }
 
     /// The next page of a list, in the one shape every list uses (`/v1/impulses` too): a relative URL, the

@@ -14,17 +14,52 @@ enum OpenAPIDocument {
 
     /// The members a schema of the document names (its `properties`): what a strict body may hold.
     static func members(of schema: String) -> Set<String> {
-        schemaMembers[schema] ?? []
+        schemaShapes[schema]?.members ?? []
     }
 
-    private static let schemaMembers: [String: Set<String>] = {
+    /// What a strict body of `schema` may hold, nested objects included.
+    static func shape(of schema: String) -> Shape? { schemaShapes[schema] }
+
+    /// An object schema's members, and the shapes of those members that are objects with a closed set of their own
+    /// (`additionalProperties: false`), or arrays of such objects: `learnedTiming` inside a tenant's settings.
+    struct Shape: Sendable {
+        var members: Set<String>
+        var nested: [String: Shape]
+    }
+
+    private static let schemaShapes: [String: Shape] = {
         guard case .success(let bytes) = bytes,
             let document = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
             let components = document["components"] as? [String: Any],
             let schemas = components["schemas"] as? [String: Any]
         else { return [:] }
+        // A member's schema, through a `$ref` and an array's items; nil for anything but an object with properties.
+        // The depth bound stops a schema that refers to itself.
+        func shape(_ node: [String: Any], closedOnly: Bool, depth: Int) -> Shape? {
+            guard depth < 8 else { return nil }
+            var node = node
+            if let reference = node["$ref"] as? String, let name = reference.split(separator: "/").last,
+                let target = schemas[String(name)] as? [String: Any]
+            {
+                node = target
+            }
+            if node["type"] as? String == "array", let items = node["items"] as? [String: Any] {
+                return shape(items, closedOnly: closedOnly, depth: depth + 1)
+            }
+            guard let properties = node["properties"] as? [String: Any],
+                !closedOnly || node["additionalProperties"] as? Bool == false
+            else { return nil }
+            var nested: [String: Shape] = [:]
+            for (member, schema) in properties {
+                if let schema = schema as? [String: Any], let inner = shape(schema, closedOnly: true, depth: depth + 1)
+                {
+                    nested[member] = inner
+                }
+            }
+            return Shape(members: Set(properties.keys), nested: nested)
+        }
         return schemas.compactMapValues { schema in
-            ((schema as? [String: Any])?["properties"] as? [String: Any]).map { Set($0.keys) }
+            (schema as? [String: Any]).flatMap { shape($0, closedOnly: false, depth: 0) }
         }
     }()
 
