@@ -97,8 +97,7 @@ enum LearnedTimingScenario {
             "groups": best.groups.mapValues(rates), "afterMove": rates(moved.afterMove),
             "afterMoveBest": String(describing: moved.variant),
             "variants": Dictionary(
-                results.map { (String(describing: $0.variant), rates($0.late)) },
-                uniquingKeysWith: { first, _ in first }
+                uniqueKeysWithValues: results.map { (String(describing: $0.variant), rates($0.late)) }
             ),
         ]
     }

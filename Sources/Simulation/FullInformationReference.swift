@@ -77,10 +77,7 @@ public struct FullInformationReference: Sendable {
     }
 
     func outcomes(_ world: any ReaderWorld, _ scored: ScoredReader, firstDay: Int) -> [Row] {
-        func withinHour(_ at: Date?) -> Bool {
-            guard let at, let read = world.readTime(reader: scored.index, pushedAt: at) else { return false }
-            return read.timeIntervalSince(at) <= 3600
-        }
+        func withinHour(_ at: Date?) -> Bool { scored.readWithinHour(world, at) }
         var rows: [Row] = []
         for day in 0..<days {
             let date = LocalDate(dayNumber: firstDay + day)

@@ -131,6 +131,12 @@ struct ScoredReader: Sendable {
         DailySchedule(timeZone: zone, deliveryTime: time, quietHours: quietHours).fireInstant(for: date)
     }
 
+    /// Whether a push at `at` is read within the hour, on the world's luck (nil: no push, no read).
+    func readWithinHour(_ world: any ReaderWorld, _ at: Date?) -> Bool {
+        guard let at, let read = world.readTime(reader: index, pushedAt: at) else { return false }
+        return read.timeIntervalSince(at) <= 3600
+    }
+
     /// The oracle's instant on a date: the allowed time with the best chance of a read within the hour.
     func oracle(_ world: any ReaderWorld, _ date: LocalDate) -> Date? {
         var best: (Date, Double)?
@@ -155,10 +161,7 @@ extension WorldScore {
         learnedArm: Bool = true
     ) {
         deliveries += 1
-        func withinHour(_ at: Date?) -> Bool {
-            guard let at, let read = world.readTime(reader: scored.index, pushedAt: at) else { return false }
-            return read.timeIntervalSince(at) <= 3600
-        }
+        func withinHour(_ at: Date?) -> Bool { scored.readWithinHour(world, at) }
         let wall = UserTiming.wall(pushedAt, in: scored.zone)
         if scored.quietHours.contains(wall.time) { quietPushes += 1 }
         if !scored.programme.contains(date.isoWeekday) { excludedDayPushes += 1 }

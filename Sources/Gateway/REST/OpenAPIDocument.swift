@@ -12,12 +12,7 @@ enum OpenAPIDocument {
         return .success(Array(data))
     }()
 
-    /// The members a schema of the document names (its `properties`): what a strict body may hold.
-    static func members(of schema: String) -> Set<String> {
-        schemaShapes[schema]?.members ?? []
-    }
-
-    /// What a strict body of `schema` may hold, nested objects included.
+    /// What a strict body of `schema` may hold (the members its `properties` name), nested objects included.
     static func shape(of schema: String) -> Shape? { schemaShapes[schema] }
 
     /// An object schema's members, and the shapes of those members that are objects with a closed set of their own
