@@ -16,6 +16,8 @@ public struct IdentityTokenError: Error, Sendable, Equatable, CustomStringConver
         case notYetValid = "not-yet-valid"
         case missingClaim = "missing-claim"
         case malformedKeySet = "malformed-key-set"
+        /// Nothing cached of the provider's keys and the provider cannot be reached (answered 503, not 401).
+        case providerUnavailable = "provider-unavailable"
     }
 
     public var code: Code
