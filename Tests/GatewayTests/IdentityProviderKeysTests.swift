@@ -150,6 +150,8 @@ struct IdentityProviderKeysTests {
         let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "kid": id])
         let claims = try JSONSerialization.data(withJSONObject: [
             "iss": issuer, "aud": "app-client", "sub": "00u-ada", "exp": now.timeIntervalSince1970 + 86_400 * 2,
+            // Each token its own: a token judged before is answered from the cache, without the provider.
+            "jti": UUID().uuidString,
         ])
         let input = ProviderJWT.base64URL(header) + "." + ProviderJWT.base64URL(claims)
         return input + "." + ProviderJWT.base64URL(try key.signature(for: Data(input.utf8)).rawRepresentation)
@@ -202,9 +204,11 @@ struct IdentityProviderKeysTests {
             let verified = try await keys.verify(first, tenant: "acme", policy: policy, now: now)
             #expect(verified.subject == "00u-ada")
             #expect(provider.requests == ["/tenant-a/.well-known/openid-configuration", "/tenant-a/keys"])
-            _ = try await keys.verify(first, tenant: "acme", policy: policy, now: now.addingTimeInterval(599))
+            let second = try token(Self.signer, id: "k1", issuer: policy.issuer)
+            _ = try await keys.verify(second, tenant: "acme", policy: policy, now: now.addingTimeInterval(599))
             #expect(provider.requests.count == 2)
-            _ = try await keys.verify(first, tenant: "acme", policy: policy, now: now.addingTimeInterval(600))
+            let third = try token(Self.signer, id: "k1", issuer: policy.issuer)
+            _ = try await keys.verify(third, tenant: "acme", policy: policy, now: now.addingTimeInterval(600))
             #expect(provider.requests.count == 4)
             // The provider rotates: a token under the new key id fetches at once and is accepted.
             provider.update { $0.keys = [Self.jwk(Self.signer, id: "k1"), Self.jwk(Self.rotated, id: "k2")] }
@@ -225,6 +229,43 @@ struct IdentityProviderKeysTests {
         }
     }
 
+    @Test("A token judged before costs no signature check until it expires; a forged one is refused from the cache")
+    func judgedOnce() async throws {
+        try await withProvider { _, keys, policy in
+            let signed = try token(Self.signer, id: "k1", issuer: policy.issuer)
+            for second in 0..<5 {
+                _ = try await keys.verify(
+                    signed,
+                    tenant: "acme",
+                    policy: policy,
+                    now: now.addingTimeInterval(Double(second))
+                )
+            }
+            #expect(keys.signatureChecks.load(ordering: .relaxed) == 1)
+            // Another tenant, or the same tenant with other clients, judges it again.
+            _ = try await keys.verify(signed, tenant: "globex", policy: policy, now: now)
+            var wider = policy
+            wider.audiences.insert("console-client")
+            _ = try await keys.verify(signed, tenant: "acme", policy: wider, now: now)
+            #expect(keys.signatureChecks.load(ordering: .relaxed) == 3)
+            // Past its exp the cached judgement is gone: the token is checked again and refused.
+            let expired = await refusal(keys, signed, policy, at: now.addingTimeInterval(86_400 * 2 + 61))
+            #expect(expired?.code == .expired)
+            #expect(keys.signatureChecks.load(ordering: .relaxed) == 4)
+            // A forged signature: checked once, then refused from the cache.
+            let forged = try token(Self.rotated, id: "k1", issuer: policy.issuer)
+            for _ in 0..<5 { #expect(await refusal(keys, forged, policy, at: now)?.code == .badSignature) }
+            #expect(keys.signatureChecks.load(ordering: .relaxed) == 5)
+        }
+        let cache = IdentityTokenCache(capacity: 3)
+        let bad = IdentityTokenError(.badSignature, "x")
+        for index in 0..<10 { cache.remember(Data([UInt8(index)]), .failure(bad), now: now) }
+        #expect(cache.count <= 3)
+        // Refusals that time or the provider can change are not remembered.
+        cache.remember(Data([99]), .failure(IdentityTokenError(.providerUnavailable, "x")), now: now)
+        #expect(try cache.lookup(Data([99]), now: now) == nil)
+    }
+
     @Test("A provider that hangs, fails or drops: cached keys keep serving; with none cached, 503's refusal")
     func unreachable() async throws {
         for mode in [Provider.Mode.hang, .status(500), .drop] {
@@ -235,21 +276,22 @@ struct IdentityProviderKeysTests {
                 // A day later the keys are stale: the fetch fails and the cached keys verify anyway.
                 let stale = now.addingTimeInterval(86_400)
                 let started = ContinuousClock.now
-                _ = try await keys.verify(signed, tenant: "acme", policy: policy, now: stale)
+                let later = try token(Self.signer, id: "k1", issuer: policy.issuer)
+                _ = try await keys.verify(later, tenant: "acme", policy: policy, now: stale)
                 #expect(started.duration(to: .now) < .seconds(3), "\(mode)")
                 // Within the backoff nothing is asked; a tenant with nothing cached is refused as unavailable.
                 let count = provider.requests.count
-                _ = try await keys.verify(signed, tenant: "acme", policy: policy, now: stale.addingTimeInterval(4))
+                let another = try token(Self.signer, id: "k1", issuer: policy.issuer)
+                _ = try await keys.verify(another, tenant: "acme", policy: policy, now: stale.addingTimeInterval(4))
                 #expect(provider.requests.count == count, "\(mode)")
-                let refused = await refusal(keys, signed, policy, at: stale)
-                #expect(refused == nil, "\(mode)")
                 let fresh = IdentityProviderKeys(fetcher: keys.fetcher)
                 let error = await refusal(fresh, signed, policy, at: stale)
                 #expect(error?.code == .providerUnavailable, "\(mode)")
                 #expect(error?.message.contains("127.0.0.1") == false, "\(error?.message ?? "")")
                 // The provider recovers: after the backoff the keys are fetched again.
                 provider.update { $0.mode = .serve }
-                _ = try await keys.verify(signed, tenant: "acme", policy: policy, now: stale.addingTimeInterval(6))
+                let recovered = try token(Self.signer, id: "k1", issuer: policy.issuer)
+                _ = try await keys.verify(recovered, tenant: "acme", policy: policy, now: stale.addingTimeInterval(6))
                 #expect(provider.requests.count > count, "\(mode)")
             }
         }

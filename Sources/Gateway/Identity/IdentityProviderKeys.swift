@@ -14,10 +14,14 @@ public final class IdentityProviderKeys: Sendable {
     }
 
     let fetcher: IdentityProviderFetcher
+    let judged: IdentityTokenCache
     private let entries = Mutex<[String: Entry]>([:])
+    /// Signature checks made (tokens judged before are not checked again).
+    let signatureChecks = Atomic<Int>(0)
 
-    public init(fetcher: IdentityProviderFetcher) {
+    public init(fetcher: IdentityProviderFetcher, judged: IdentityTokenCache = IdentityTokenCache()) {
         self.fetcher = fetcher
+        self.judged = judged
     }
 
     /// Verifies `token` for `tenant` against its provider's keys as of `now` (fetched first when the cache says so;
@@ -28,12 +32,32 @@ public final class IdentityProviderKeys: Sendable {
         policy: IdentityTokenPolicy,
         now: Date
     ) async throws(IdentityTokenError) -> VerifiedIdentityToken {
+        let cacheKey = IdentityTokenCache.key(token, tenant: tenant, policy: policy)
+        if let verified = try judged.lookup(cacheKey, now: now) { return verified }
+        let result: Result<VerifiedIdentityToken, IdentityTokenError>
+        do {
+            result = .success(try await check(token, tenant: tenant, policy: policy, now: now))
+        } catch {
+            result = .failure(error)
+        }
+        judged.remember(cacheKey, result, now: now)
+        return try result.get()
+    }
+
+    private func check(
+        _ token: String,
+        tenant: String,
+        policy: IdentityTokenPolicy,
+        now: Date
+    ) async throws(IdentityTokenError) -> VerifiedIdentityToken {
         let key = tenant + "\u{0}" + policy.issuer
         var keys = try await keySet(key, issuer: policy.issuer, now: now, unknownKey: nil)
         do {
+            signatureChecks.add(1, ordering: .relaxed)
             return try IdentityToken.verify(token, keys: keys, policy: policy, now: now)
         } catch  where error.code == .unknownKey {
             keys = try await keySet(key, issuer: policy.issuer, now: now, unknownKey: Self.keyID(of: token) ?? "")
+            signatureChecks.add(1, ordering: .relaxed)
             return try IdentityToken.verify(token, keys: keys, policy: policy, now: now)
         }
     }
