@@ -278,7 +278,9 @@ struct IdentityProviderKeysTests {
                 let started = ContinuousClock.now
                 let later = try token(Self.signer, id: "k1", issuer: policy.issuer)
                 _ = try await keys.verify(later, tenant: "acme", policy: policy, now: stale)
-                #expect(started.duration(to: .now) < .seconds(3), "\(mode)")
+                // The fetch ends at its 1 s deadline rather than waiting on the provider (a hang without it lasts
+                // until the suite's time limit); the bound is loose so that a slow machine does not fail it.
+                #expect(started.duration(to: .now) < .seconds(20), "\(mode)")
                 // Within the backoff nothing is asked; a tenant with nothing cached is refused as unavailable.
                 let count = provider.requests.count
                 let another = try token(Self.signer, id: "k1", issuer: policy.issuer)

@@ -191,6 +191,31 @@ struct IdentityTokenTests {
             ])
         )
         #expect(set.keys.isEmpty)
+        // A P-256 coordinate written without its leading zero bytes (as PyJWT 2.6 writes about one key in a hundred)
+        // is padded back; one longer than 32 bytes is skipped.
+        var key = P256.Signing.PrivateKey()
+        while key.publicKey.x963Representation[1] != 0 { key = P256.Signing.PrivateKey() }
+        let point = key.publicKey.x963Representation
+        let short = try JSONWebKeySet(
+            json: try JSONSerialization.data(withJSONObject: [
+                "keys": [
+                    [
+                        "kty": "EC", "kid": "short", "crv": "P-256", "x": Self.b64(point[2..<33]),
+                        "y": Self.b64(point[33..<65]),
+                    ],
+                    [
+                        "kty": "EC", "kid": "long", "crv": "P-256", "x": Self.b64(Data([0]) + point[1..<33]),
+                        "y": Self.b64(point[33..<65]),
+                    ],
+                ]
+            ])
+        )
+        #expect(short.keys.map(\.id) == ["short"])
+        if case .p256(let parsed) = short.keys.first?.material {
+            #expect(parsed.x963Representation == point)
+        } else {
+            Issue.record("no P-256 key")
+        }
     }
     /// What PyJWT (Debian's python3-jwt, an implementation independent of this one) signs with keys it made, and the
     /// key set it publishes for them: accepted, except the token that expired a minute and a half ago.

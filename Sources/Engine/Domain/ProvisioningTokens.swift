@@ -53,12 +53,7 @@ public struct ProvisioningTokens: Sendable, Equatable, Codable {
         return match
     }
 
-    static func newToken() -> String {
-        let text = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
-        return Self.prefix
-            + text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    static func newToken() -> String { randomToken(prefix: Self.prefix) }
 
     static func sha256(_ token: String) -> String {
         SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
@@ -77,4 +72,13 @@ public struct ProvisioningTokens: Sendable, Equatable, Codable {
         for index in 0..<a.count { difference |= a[index] ^ b[index] }
         return difference == 0
     }
+}
+
+/// 32 random bytes, base64url without padding, after `prefix` (so a secret is recognisable where it is pasted):
+/// webhook signing secrets and SCIM tokens.
+func randomToken(prefix: String) -> String {
+    let text = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
+    return prefix
+        + text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
 }

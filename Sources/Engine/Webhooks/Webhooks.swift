@@ -285,13 +285,7 @@ public enum WebhookSignature {
     }
 
     /// A new secret: 32 random bytes, base64url, prefixed so it is recognisable in a receiver's configuration.
-    public static func newSecret() -> String {
-        let key = SymmetricKey(size: .bits256)
-        let text = key.withUnsafeBytes { Data($0).base64EncodedString() }
-        return "whsec_"
-            + text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    public static func newSecret() -> String { randomToken(prefix: "whsec_") }
 }
 
 /// The tenant's endpoints and their queue: the webhooks' port. Events are queued by the stores themselves, in the

@@ -35,11 +35,11 @@ public final class IdentityProviderFetcher: Sendable {
     ) {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let trustRootsFile { tls.additionalTrustRoots = [.file(trustRootsFile)] }
-        let seconds = Int64(timeout.components.seconds)
+        let amount = TimeAmount.nanoseconds(Int64(timeout / .nanoseconds(1)))
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls,
             redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(seconds), read: .seconds(seconds))
+            timeout: .init(connect: amount, read: amount)
         )
         configuration.httpVersion = .http1Only
         self.timeout = timeout
@@ -138,7 +138,7 @@ public final class IdentityProviderFetcher: Sendable {
             var request = HTTPClientRequest(url: url)
             request.headers.add(name: "Accept", value: "application/json")
             request.headers.add(name: "User-Agent", value: "impulse-broker-identity")
-            let deadline = NIODeadline.now() + .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000)
+            let deadline = NIODeadline.now() + .nanoseconds(Int64(timeout / .nanoseconds(1)))
             let response = try await client.execute(request, deadline: deadline)
             guard response.status == .ok else {
                 throw IdentityProviderError("the provider answered \(response.status.code) for \(Self.path(url))")

@@ -77,8 +77,14 @@ public struct JSONWebKeySet: Sendable {
             else { return nil }
             return Key(id: id, algorithm: algorithm, material: .rsa(key))
         case "EC":
-            guard entry["crv"] as? String == "P-256", let x = bytes("x"), let y = bytes("y"), x.count == 32,
-                y.count == 32, let key = try? P256.Signing.PublicKey(x963Representation: [0x04] + x + y)
+            // RFC 7518 asks for 32 bytes each; some libraries (PyJWT 2.6, seen in this suite about once in a hundred
+            // keys) drop leading zero bytes, so shorter coordinates are padded back rather than the key skipped.
+            func coordinate(_ name: String) -> Data? {
+                guard let value = bytes(name), (1...32).contains(value.count) else { return nil }
+                return Data(count: 32 - value.count) + value
+            }
+            guard entry["crv"] as? String == "P-256", let x = coordinate("x"), let y = coordinate("y"),
+                let key = try? P256.Signing.PublicKey(x963Representation: [0x04] + x + y)
             else { return nil }
             return Key(id: id, algorithm: algorithm, material: .p256(key))
         default:

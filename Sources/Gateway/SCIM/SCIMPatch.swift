@@ -6,12 +6,13 @@ import Foundation
 /// `replace` or `add` without a path whose value's keys are paths (`"name.givenName"`, an extension's URN-qualified
 /// attributes), and members removed by a value list (`"path": "members", "value": [{"value": "id"}]`) as well as by
 /// a filter (`"path": "members[value eq \"id\"]"`).
-public struct SCIMPatch: Sendable {
+/// Parsed and applied within one request: it holds JSON values (`Any`), so it is not `Sendable`.
+public struct SCIMPatch {
     public enum Op: String, Sendable {
         case add, replace, remove
     }
 
-    public struct Operation: @unchecked Sendable {
+    public struct Operation {
         public var op: Op
         public var path: SCIMPatchPath?
         /// The JSON value (absent for most removes).
